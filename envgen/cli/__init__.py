@@ -1,0 +1,1 @@
+"""The ``envgen`` command line. Only this package prints or exits."""

@@ -1,0 +1,28 @@
+"""What every subcommand receives: where the matrix is, how to report, the resolved config."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+
+@dataclass
+class Context:
+    matrix_dir: Path
+    json: bool = False
+    quiet: bool = False
+    verbose: bool = False
+    config: dict[str, Any] = field(default_factory=dict)
+    out: TextIO = field(default_factory=lambda: sys.stdout)
+    err: TextIO = field(default_factory=lambda: sys.stderr)
+
+    def progress(self, message: str) -> None:
+        """One line of progress on stderr (suppressed by --quiet and in --json mode's stdout)."""
+        if not self.quiet:
+            print(message, file=self.err, flush=True)
+
+    def debug(self, message: str) -> None:
+        if self.verbose:
+            print(message, file=self.err, flush=True)
