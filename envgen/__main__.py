@@ -1,0 +1,3 @@
+from envgen.cli.main import entrypoint
+
+entrypoint()

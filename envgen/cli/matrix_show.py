@@ -1,0 +1,121 @@
+"""``envgen matrix show``: the facts, filterable, as tables or JSON."""
+
+from __future__ import annotations
+
+import argparse
+
+from envgen.cli.context import Context
+from envgen.cli.render import dump_json, table
+from envgen.facts import load_facts
+from envgen.facts.model import Facts, to_jsonable
+from envgen.resolve.request import cuda_matches, matcher
+from envgen.versions import dotted_key, parse_version
+
+KINDS = ("summary", "torch", "frameworks", "cuda", "os")
+
+EPILOG = """\
+examples:
+  envgen matrix show                                   # counts and provenance
+  envgen matrix show --kind torch --cuda 12.4 --python 3.11
+  envgen matrix show --kind frameworks --framework deepspeed
+  envgen matrix show --kind cuda --json | jq '.cuda_toolkits[] | {cuda, max_gcc}'
+  envgen matrix show --json                            # everything, for tools
+"""
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("show", parents=[common], help="show the facts (filterable)",
+                       description="Show the compatibility facts with their sources.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--kind", choices=KINDS, default=None,
+                   help="which facts (default: summary; with --json: all)")
+    p.add_argument("--torch", metavar="VER", help="only these torch versions")
+    p.add_argument("--cuda", metavar="VER", help="only this CUDA (12.1) or major (12)")
+    p.add_argument("--python", metavar="VER", help="only builds with a wheel for this Python")
+    p.add_argument("--platform", metavar="PLAT", help="linux-x86_64 or linux-aarch64")
+    p.add_argument("--framework", metavar="NAME", help="only this framework's releases")
+    p.set_defaults(func=run)
+
+
+def _filtered(facts: Facts, args: argparse.Namespace) -> dict[str, list]:
+    torch_ok = matcher("--torch", args.torch)
+    cuda = args.cuda.removeprefix("cu") if args.cuda else None
+    builds = [
+        b for b in facts.torch_builds
+        if (torch_ok is None or torch_ok(b.version))
+        and (cuda is None or (b.cuda is not None and cuda_matches(cuda, b.cuda)))
+        and (args.python is None or args.python in b.python)
+        and (args.platform is None or b.platform.endswith(args.platform))
+    ]
+    builds.sort(key=lambda b: (parse_version(b.version), dotted_key(b.cuda or "0"), b.platform),
+                reverse=True)
+    releases = [r for r in facts.frameworks
+                if args.framework is None or r.framework == args.framework]
+    releases.sort(key=lambda r: (r.framework, parse_version(r.version)), reverse=True)
+    toolkits = [t for k, t in sorted(facts.toolkits.items(), key=lambda kv: dotted_key(kv[0]))
+                if cuda is None or cuda_matches(cuda, k)]
+    return {"torch_builds": builds, "frameworks": releases, "cuda_toolkits": toolkits,
+            "os": list(facts.oses.values())}
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    facts = load_facts(ctx.matrix_dir)
+    data = _filtered(facts, args)
+    kind = args.kind or ("all" if ctx.json else "summary")
+    if ctx.json:
+        keys = {"torch": ["torch_builds"], "frameworks": ["frameworks"],
+                "cuda": ["cuda_toolkits"], "os": ["os"]}.get(kind, list(data))
+        out = {k: to_jsonable(data[k]) for k in keys}
+        if kind in ("all", "summary"):
+            out["generated"] = facts.generated
+        dump_json(out, ctx.out)
+        return 0
+    print(_render(kind, data, facts), file=ctx.out)
+    return 0
+
+
+def _render(kind: str, data: dict[str, list], facts: Facts) -> str:
+    if kind == "torch":
+        return table(("torch", "cuda", "platform", "python", "glibc", "nccl", "cudnn", "triton",
+                      "index"),
+                     ((b.pin.split("==")[1], b.cuda or "cpu", b.platform, " ".join(b.python),
+                       b.glibc, b.nccl, b.cudnn, b.triton, b.index + (" (curated)" if b.curated
+                                                                      else ""))
+                      for b in data["torch_builds"]))
+    if kind == "frameworks":
+        return table(("framework", "version", "requires torch", "requires python", "from"),
+                     ((r.framework, r.version, r.requires_torch if r.requires_torch else
+                       ("any" if r.requires_torch == "" else "-"), r.requires_python,
+                       r.metadata_from) for r in data["frameworks"]))
+    if kind == "cuda":
+        return table(("cuda", "nvcc", "max gcc", "min driver", "archs"),
+                     ((t.cuda, f"{t.nvcc_package} {t.nvcc_version}", t.max_gcc, t.min_driver,
+                       f"{t.archs[0]} … {t.archs[-1]} ({len(t.archs)})" if t.archs else "-")
+                      for t in data["cuda_toolkits"]))
+    if kind == "os":
+        return table(("os", "glibc", "gcc", "gcc available", "archs", "eol"),
+                     ((o.id, o.glibc, o.gcc, " ".join(map(str, o.gcc_available)),
+                       " ".join(o.archs), o.eol) for o in data["os"]))
+    counts = {}
+    for r in facts.frameworks:
+        counts[r.framework] = counts.get(r.framework, 0) + 1
+    cuda_builds = [b for b in facts.torch_builds if b.cuda]
+    gen = facts.generated or {}
+    lines = [
+        f"matrix: harvested {gen.get('date', '?')} by `{gen.get('command', '?')}`",
+        f"  torch builds     {len(facts.torch_builds)} ({len(cuda_builds)} CUDA, "
+        f"{sum(b.curated for b in facts.torch_builds)} from curated variants), versions "
+        f"{_span(b.version for b in facts.torch_builds)}",
+        "  frameworks       " + ", ".join(f"{k} {v} releases" for k, v in counts.items()),
+        f"  CUDA toolkits    {len(facts.toolkits)} ({_span(facts.toolkits, dotted_key)})",
+        f"  OS bases         {len(facts.oses)} ({', '.join(facts.oses)})",
+        f"  curated rules    {len(facts.constraints)} framework constraints, "
+        f"{len(facts.mismatch_rules)} CUDA minor-mismatch rules",
+        "use --kind torch|frameworks|cuda|os for the records, --json for everything",
+    ]
+    return "\n".join(lines)
+
+
+def _span(values, key=parse_version) -> str:
+    vals = sorted(set(values), key=key)
+    return f"{vals[0]} … {vals[-1]}" if vals else "none"

@@ -1,0 +1,142 @@
+"""``envgen resolve``: the best combinations for a request, or why there are none."""
+
+from __future__ import annotations
+
+import argparse
+
+from envgen.cli.context import Context
+from envgen.cli.render import dump_json, table
+from envgen.errors import InfeasibleError
+from envgen.facts import load_facts
+from envgen.resolve import Combination, Request, resolve
+from envgen.resolve.explain import Explanation
+
+EPILOG = """\
+examples:
+  envgen resolve --framework deepspeed --cuda 12.1
+  envgen resolve --framework colossalai --python 3.11 --os ubuntu-22.04 --limit 3
+  envgen resolve --framework megatron-core --gpu-arch sm_90 --driver 535.104.05
+  envgen resolve --framework deepspeed --torch '>=2.4,<2.6' --json | jq '.[0].id'
+
+Versions accept an exact version (2.5.1), a prefix (2.5 = 2.5.*) or a PEP 440 specifier.
+Ranking: newest framework release, then newest torch, then the requested or newest CUDA,
+then a mainstream Python (policy.toml), then the preferred OS. Exit code 2 and an
+explanation when nothing fits.
+"""
+
+AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl", "gpu_arch",
+        "driver", "platform")
+
+
+def add_request_options(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("request (any subset)")
+    g.add_argument("--framework", metavar="NAME", help="deepspeed, megatron-core or colossalai")
+    g.add_argument("--framework-version", metavar="VER", help="e.g. 0.16, 0.16.4, '>=0.15'")
+    g.add_argument("--torch", metavar="VER", help="PyTorch version, e.g. 2.5 or 2.5.1")
+    g.add_argument("--cuda", metavar="VER", help="CUDA major.minor (12.1) or major (12)")
+    g.add_argument("--python", metavar="VER", help="Python major.minor, e.g. 3.11")
+    g.add_argument("--os", metavar="ID", help="OS base, e.g. ubuntu-22.04, rocky-9, debian-12")
+    g.add_argument("--nccl", metavar="VER", help="NCCL version torch pins, e.g. 2.21")
+    g.add_argument("--gpu-arch", metavar="ARCH", help="GPU architecture: sm_90, 8.0, sm_80 …")
+    g.add_argument("--driver", metavar="VER", help="installed NVIDIA driver (nvidia-smi), "
+                   "e.g. 535.104.05")
+    g.add_argument("--platform", metavar="PLAT", help="linux-x86_64 (default) or linux-aarch64")
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("resolve", parents=[common], help="rank the combinations for a request",
+                       description="Resolve a request to ranked, complete combinations.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_request_options(p)
+    p.add_argument("--limit", type=int, default=10, metavar="N",
+                   help="how many combinations to list (default 10; 0 = all)")
+    p.set_defaults(func=run)
+
+
+def request_from_args(args: argparse.Namespace, ctx: Context) -> Request:
+    defaults = {k.replace("-", "_"): str(v) for k, v in ctx.config.get("defaults", {}).items()}
+    values = {}
+    for axis in AXES:
+        value = getattr(args, axis, None)
+        if value is None:
+            value = defaults.get(axis)
+        if value is not None:
+            values[axis] = value
+    return Request(**values)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    facts = load_facts(ctx.matrix_dir)
+    request = request_from_args(args, ctx)
+    limit = None if args.limit == 0 else max(args.limit, 1)
+    try:
+        found = resolve(request, facts, limit=limit)
+    except InfeasibleError as exc:
+        if ctx.json:
+            dump_json({"error": exc.message, "explanation": exc.explanation.to_dict()}, ctx.out)
+        else:
+            exc.report = format_explanation(exc.explanation)
+        raise
+    if ctx.json:
+        dump_json([c.to_dict() for c in found], ctx.out)
+        return 0
+    print(format_choice(found[0], request), file=ctx.out)
+    print(file=ctx.out)
+    print(format_table(found), file=ctx.out)
+    return 0
+
+
+def format_table(found: list[Combination]) -> str:
+    return table(
+        ("#", "framework", "torch", "cuda", "python", "os", "nccl", "gcc", "id"),
+        ((i, f"{c.framework} {c.framework_version}", c.torch_pin.split("==")[1], c.cuda,
+          c.python, c.os, c.nccl, f"{c.gcc} ({c.gcc_source})", c.id)
+         for i, c in enumerate(found, 1)),
+    )
+
+
+def format_choice(c: Combination, request: Request) -> str:
+    asked = request.flags() or "(no constraints)"
+    nvcc = (f"nvcc {c.nvcc_version} ({c.nvcc_package})" if c.nvcc_version else f"nvcc {c.nvcc}")
+    gcc = {"os": f"the OS default, within nvcc {c.nvcc}'s limit",
+           "os-package": f"packaged by {c.os}; its default is newer than nvcc {c.nvcc} accepts",
+           "conda-forge": f"from conda-forge; {c.os}'s gcc is newer than nvcc {c.nvcc} accepts"}
+    lines = [
+        f"Best match for {asked}:",
+        f"  {c.framework} {c.framework_version}  newest release whose requirements fit",
+        f"  {c.torch_pin:<22} from {c.torch_index}; newest torch with a CUDA {c.cuda} build",
+        f"  CUDA {c.cuda:<17} op builds use {nvcc}"
+        + (" — matches torch exactly" if c.nvcc == c.cuda else f" — accepted for {c.cuda}"),
+        f"  Python {c.python:<15} policy: mainstream versions first",
+        f"  {c.os:<22} glibc {c.glibc} ≥ {c.torch_glibc or '?'} (torch wheel); gcc {c.gcc}: "
+        f"{gcc[c.gcc_source]}",
+    ]
+    if c.nccl:
+        lines.append(f"  NCCL {c.nccl:<17} pinned by the torch wheel")
+    if c.min_driver:
+        lines.append(f"  driver ≥ {c.min_driver:<13} for the CUDA {c.cuda} runtime")
+    lines += [f"  note: {n}" for n in c.notes]
+    lines.append(f"  id: {c.id}")
+    return "\n".join(lines)
+
+
+def format_explanation(e: Explanation) -> str:
+    lines = [f"No combination satisfies: {e.request.flags() or '(no constraints)'}"]
+    for msg in e.empty:
+        lines.append(f"  - {msg}")
+    if e.removed:
+        lines.append("Candidates removed, by constraint:")
+        for r in e.removed:
+            lines.append(f"  {r.constraint:<17} {r.count:>7,}  {r.meaning}")
+            lines.append(f"  {'':<17} {'':>7}  e.g. {r.example}")
+    if e.nearest:
+        lines.append("Nearest feasible:")
+        for a in e.nearest:
+            change = ", ".join(f"{k.replace('_', '-')} {v[0]} → {v[1]}"
+                               for k, v in a.changes.items()) or "(as asked)"
+            drop = " ".join(f"--{x.replace('_', '-')}" for x in a.relaxed)
+            lines.append(f"  without {drop}: {change}")
+            lines.append(f"      {a.combination.id}")
+    else:
+        lines.append("Nothing close is feasible; check `envgen matrix show` for what exists.")
+    return "\n".join(lines)

@@ -1,0 +1,67 @@
+"""Configuration: command-line flags, then ``envgen.toml`` or ``[tool.envgen]`` in
+``pyproject.toml`` (nearest to the working directory), then environment variables.
+
+Recognized keys (all optional)::
+
+    matrix-dir = "matrix"          # ENVGEN_MATRIX_DIR
+    cache-dir = "~/.cache/envgen"  # ENVGEN_CACHE_DIR
+    ca-cert = "/etc/ssl/certs/corp.pem"   # REQUESTS_CA_BUNDLE
+    [defaults]                     # default resolver options, e.g.
+    os = "ubuntu-22.04"
+    python = "3.11"
+    gpu-arch = "sm_90"
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from envgen.errors import UsageError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+KEYS = {"matrix-dir", "cache-dir", "ca-cert", "defaults"}
+DEFAULT_KEYS = {"os", "python", "cuda", "torch", "framework", "framework-version", "gpu-arch",
+                "driver", "platform", "nccl"}
+
+
+def find_config(start: Path | None = None) -> tuple[Path | None, dict[str, Any]]:
+    """The nearest envgen.toml, or pyproject.toml with a [tool.envgen] table."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        for name in ("envgen.toml", "pyproject.toml"):
+            path = folder / name
+            if not path.is_file():
+                continue
+            try:
+                with path.open("rb") as fh:
+                    doc = tomllib.load(fh)
+            except tomllib.TOMLDecodeError as exc:
+                raise UsageError(f"{path} is not valid TOML: {exc}",
+                                 hint="fix the file or remove it") from None
+            table = doc if name == "envgen.toml" else doc.get("tool", {}).get("envgen")
+            if table is not None:
+                return path, _check(path, table)
+    return None, {}
+
+
+def _check(path: Path, table: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(table) - KEYS
+    if unknown:
+        raise UsageError(f"{path}: unknown envgen setting(s): {', '.join(sorted(unknown))}",
+                         hint=f"known settings: {', '.join(sorted(KEYS))}")
+    bad = set(table.get("defaults", {})) - DEFAULT_KEYS
+    if bad:
+        raise UsageError(f"{path}: unknown key(s) in [defaults]: {', '.join(sorted(bad))}",
+                         hint=f"known: {', '.join(sorted(DEFAULT_KEYS))}")
+    base = path.parent
+    out = dict(table)
+    for key in ("matrix-dir", "cache-dir", "ca-cert"):
+        if key in out:
+            out[key] = str((base / Path(out[key]).expanduser()).resolve())
+    return out

@@ -1,0 +1,98 @@
+"""Facts derived by combining harvested records with curated ones.
+
+- PyTorch's own per-CUDA indexes tag wheels bare ``linux_x86_64``; their minimum glibc comes
+  from curated ``[[index_glibc]]`` rows.
+- When those indexes were not harvested (they are opt-in), the CUDA variants PyTorch built
+  for a release come from curated ``[[variants]]`` rows: each becomes a build marked
+  ``curated=True``, taking its Python versions from the harvested PyPI wheels of the same
+  release and leaving pins it cannot know (NCCL, cuDNN, triton) empty unless a curated
+  ``[[bundled_nccl]]`` row states them.
+- Minimum drivers (curated, from NVIDIA's release notes) are attached to the harvested toolkits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from envgen.facts.model import CudaToolkit, Source, TorchBuild
+from envgen.versions import spec_contains
+
+
+def _index_glibc(doc: dict[str, Any], version: str) -> str | None:
+    for row in doc.get("index_glibc", []):
+        if spec_contains(str(row.get("torch", "")), version):
+            return str(row["glibc"])
+    return None
+
+
+def _bundled_nccl(doc: dict[str, Any], version: str) -> str | None:
+    for row in doc.get("bundled_nccl", []):
+        if str(row.get("torch")) == version:
+            return str(row["nccl"])
+    return None
+
+
+def apply_curated_torch(doc: dict[str, Any], builds: list[TorchBuild], problems) -> list[TorchBuild]:
+    out: list[TorchBuild] = []
+    for b in builds:
+        if b.glibc is None and (b.wheel_tag or "").startswith("linux_"):
+            b = dataclasses.replace(b, glibc=_index_glibc(doc, b.version))
+        if b.nccl is None and b.cuda:
+            b = dataclasses.replace(b, nccl=_bundled_nccl(doc, b.version))
+        out.append(b)
+
+    have = {(b.version, b.cuda, b.platform) for b in out}
+    pythons: dict[tuple[str, str], set[str]] = {}
+    for b in out:
+        pythons.setdefault((b.version, b.platform), set()).update(b.python)
+    for i, row in enumerate(doc.get("variants", [])):
+        where = f"curated/torch.toml variants[{i}]"
+        if not str(row.get("source", "")).strip():
+            problems.add(where, "has no 'source' (every curated record cites where it comes from)")
+            continue
+        version = str(row.get("torch", ""))
+        for platform in row.get("platforms", ["linux-x86_64"]):
+            py = pythons.get((version, platform))
+            if not py:  # release not harvested (yet): nothing to take its Python tags from
+                continue
+            for cuda in row.get("cuda", []):
+                if (version, cuda, platform) in have:
+                    continue
+                tag = "cu" + cuda.replace(".", "")
+                out.append(
+                    TorchBuild(
+                        version=version,
+                        cuda=cuda,
+                        platform=platform,
+                        python=tuple(sorted(py)),
+                        glibc=_index_glibc(doc, version),
+                        nccl=_bundled_nccl(doc, version),
+                        local=tag,
+                        wheel_tag=f"linux_{platform.split('-', 1)[1]}",
+                        index=f"pytorch-{tag}",
+                        curated=True,
+                        sources=(Source(url=str(row["source"])),),
+                    )
+                )
+                have.add((version, cuda, platform))
+    return out
+
+
+def attach_drivers(
+    toolkits: dict[str, CudaToolkit], doc: dict[str, Any], problems
+) -> dict[str, CudaToolkit]:
+    out = dict(toolkits)
+    for i, row in enumerate(doc.get("toolkit", [])):
+        where = f"curated/cuda.toml toolkit[{i}] ({row.get('cuda', '?')})"
+        if not str(row.get("source", "")).strip():
+            problems.add(where, "has no 'source' (every curated record cites where it comes from)")
+        cuda = str(row.get("cuda", ""))
+        if cuda in out:
+            out[cuda] = dataclasses.replace(
+                out[cuda],
+                min_driver=row.get("min_driver"),
+                toolkit_driver=row.get("toolkit_driver"),
+                driver_source=row.get("source"),
+            )
+    return out

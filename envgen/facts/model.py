@@ -1,0 +1,149 @@
+"""Value types for the facts in matrix/: one frozen dataclass per kind of record.
+
+Field meanings are documented in matrix/README.md; this module only gives them types.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where a fact came from: a URL and, for harvested facts, dates and a file hash."""
+
+    url: str
+    sha256: str | None = None
+    uploaded: str | None = None
+    retrieved: str | None = None
+    index: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TorchBuild:
+    version: str
+    cuda: str | None
+    platform: str
+    python: tuple[str, ...]
+    glibc: str | None
+    nccl: str | None = None
+    cudnn: str | None = None
+    triton: str | None = None
+    cuda_runtime: str | None = None
+    local: str | None = None
+    wheel_tag: str | None = None
+    requires_python: str | None = None
+    index: str = "pypi"
+    curated: bool = False  # synthesized from curated/torch.toml, not read from an index
+    sources: tuple[Source, ...] = ()
+
+    @property
+    def pin(self) -> str:
+        """The requirement that selects exactly this build, e.g. ``torch==2.5.1+cu121``."""
+        return f"torch=={self.version}" + (f"+{self.local}" if self.local else "")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrameworkRelease:
+    framework: str
+    version: str
+    requires_python: str | None
+    requires_torch: str | None
+    wheel_python: tuple[str, ...] | None = None
+    wheel_glibc: str | None = None
+    metadata_from: str | None = None
+    source: Source | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CudaToolkit:
+    cuda: str
+    nvcc_package: str | None
+    nvcc_version: str | None
+    max_gcc: int | None
+    archs: tuple[str, ...]
+    platforms: tuple[str, ...] = ()
+    min_driver: str | None = None
+    toolkit_driver: str | None = None
+    source: Source | None = None
+    driver_source: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OSBase:
+    id: str
+    name: str
+    family: str
+    glibc: str
+    gcc: int
+    gcc_available: tuple[int, ...]
+    archs: tuple[str, ...]
+    eol: str | None = None
+    image: str | None = None
+    source: str = ""
+    gcc_source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FrameworkConstraint:
+    """A requirement of a framework that its own package metadata does not state."""
+
+    framework: str
+    versions: str
+    requires_torch: str | None = None
+    requires_cuda: str | None = None
+    requires_python: str | None = None
+    source: str = ""
+    note: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MismatchRule:
+    """nvcc / torch CUDA minor versions a framework's op builder accepts as equivalent."""
+
+    framework: str
+    versions: str
+    major: int
+    ok: tuple[str, ...]
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Policy:
+    python_preference: tuple[str, ...]
+    os_preference: tuple[str, ...]
+    framework_order: tuple[str, ...]
+    manylinux_aliases: dict[str, str] = field(default_factory=dict)
+    conda_gcc: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Facts:
+    """Everything the resolver needs, loaded and validated from one matrix/ directory."""
+
+    torch_builds: tuple[TorchBuild, ...]
+    frameworks: tuple[FrameworkRelease, ...]
+    toolkits: dict[str, CudaToolkit]
+    oses: dict[str, OSBase]
+    constraints: tuple[FrameworkConstraint, ...]
+    mismatch_rules: tuple[MismatchRule, ...]
+    policy: Policy
+    generated: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def framework_names(self) -> tuple[str, ...]:
+        seen = dict.fromkeys(self.policy.framework_order)
+        seen.update(dict.fromkeys(r.framework for r in self.frameworks))
+        return tuple(n for n in seen if any(r.framework == n for r in self.frameworks))
+
+
+def to_jsonable(obj: Any) -> Any:
+    """A dataclass (or nest of them) as plain JSON-able data, tuples as lists."""
+    if hasattr(obj, "__dataclass_fields__"):
+        return {k: to_jsonable(v) for k, v in asdict(obj).items()}
+    if isinstance(obj, dict):
+        return {k: to_jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [to_jsonable(v) for v in obj]
+    return obj

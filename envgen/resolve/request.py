@@ -1,0 +1,141 @@
+"""A resolve request: any subset of the axes, validated and normalized against the facts."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass, fields, replace
+from typing import Callable
+
+from envgen.errors import UsageError
+from envgen.facts.model import Facts
+from envgen.versions import dotted_key, version_matcher
+
+PLATFORMS = ("linux-x86_64", "linux-aarch64")
+_PLATFORM_ALIASES = {"x86_64": "linux-x86_64", "amd64": "linux-x86_64",
+                     "aarch64": "linux-aarch64", "arm64": "linux-aarch64", "sbsa": "linux-aarch64"}
+_ARCH_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
+_CC_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """What the user asked for. ``None`` means "any". Option names mirror the CLI flags."""
+
+    framework: str | None = None
+    framework_version: str | None = None
+    torch: str | None = None
+    cuda: str | None = None
+    python: str | None = None
+    os: str | None = None
+    nccl: str | None = None
+    gpu_arch: str | None = None
+    driver: str | None = None
+    platform: str = "linux-x86_64"
+
+    def given(self) -> dict[str, str]:
+        """The axes the user constrained, in declaration order (platform only if not default)."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is not None and not (f.name == "platform" and v == "linux-x86_64"):
+                out[f.name] = v
+        return out
+
+    def without(self, *names: str) -> Request:
+        return replace(self, **{n: (Request.platform if n == "platform" else None) for n in names})
+
+    def flags(self) -> str:
+        return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.given().items())
+
+
+def _suggest(word: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return f"did you mean {close[0]!r}? " if close else ""
+
+
+def normalize_arch(value: str) -> str:
+    """"sm_90", "sm90", "90", "9.0", "compute_90" → "sm_90"; keeps an a/f suffix."""
+    v = value.strip().lower()
+    m = _CC_RE.match(v)
+    if m:
+        return f"sm_{m.group(1)}{m.group(2)}{m.group(3)}"
+    m = _ARCH_RE.match(v)
+    if m:
+        return f"sm_{m.group(1)}{m.group(2)}"
+    raise UsageError(
+        f"--gpu-arch {value!r} is not a GPU architecture",
+        hint="give a compute capability such as --gpu-arch sm_90 (H100/H200), sm_80 (A100) "
+        "or 8.6",
+    )
+
+
+def validate(request: Request, facts: Facts) -> Request:
+    """Check every given axis against the facts; raise UsageError naming the fix."""
+    changes: dict[str, str | None] = {}
+    names = list(facts.framework_names)
+    if request.framework is not None:
+        fw = request.framework.strip().lower().replace("_", "-")
+        if fw not in names:
+            raise UsageError(
+                f"unknown framework {request.framework!r}",
+                hint=f"{_suggest(fw, names)}known frameworks: {', '.join(names)}",
+            )
+        changes["framework"] = fw
+    if request.framework_version is not None and request.framework is None:
+        raise UsageError("--framework-version needs --framework",
+                         hint="name the framework too, e.g. --framework deepspeed "
+                         f"--framework-version {request.framework_version}")
+    for option, value in (("--torch", request.torch), ("--framework-version",
+                                                        request.framework_version),
+                          ("--nccl", request.nccl)):
+        if value is not None:
+            version_matcher(option, value)
+    if request.os is not None:
+        ids = sorted(facts.oses)
+        if request.os not in facts.oses:
+            raise UsageError(f"unknown OS {request.os!r}",
+                             hint=f"{_suggest(request.os, ids)}known OS bases: {', '.join(ids)}")
+    if request.python is not None and not re.fullmatch(r"3\.\d{1,2}t?", request.python):
+        raise UsageError(f"--python {request.python!r} is not a Python version",
+                         hint="give major.minor, e.g. --python 3.11 (3.13t for free-threaded)")
+    if request.cuda is not None:
+        cuda = request.cuda.strip().lower().removeprefix("cu")
+        if re.fullmatch(r"\d{3}", cuda):  # cu121 → 12.1
+            cuda = f"{cuda[:2]}.{cuda[2]}"
+        if not re.fullmatch(r"\d{2}(\.\d)?", cuda):
+            raise UsageError(f"--cuda {request.cuda!r} is not a CUDA version",
+                             hint="give major.minor such as --cuda 12.1, or a major such as "
+                             "--cuda 12")
+        changes["cuda"] = cuda
+    platform = _PLATFORM_ALIASES.get(request.platform, request.platform)
+    if platform not in PLATFORMS:
+        raise UsageError(f"unknown platform {request.platform!r}",
+                         hint=f"{_suggest(platform, list(PLATFORMS))}use one of: "
+                         f"{', '.join(PLATFORMS)}")
+    changes["platform"] = platform
+    if request.gpu_arch is not None:
+        arch = normalize_arch(request.gpu_arch)
+        known = sorted({a for t in facts.toolkits.values() for a in t.archs})
+        if known and arch not in known:
+            raise UsageError(f"no CUDA toolkit in the matrix knows GPU architecture {arch}",
+                             hint=f"{_suggest(arch, known)}known: {', '.join(known)}")
+        changes["gpu_arch"] = arch
+    if request.driver is not None:
+        try:
+            dotted_key(request.driver)
+        except ValueError:
+            raise UsageError(f"--driver {request.driver!r} is not a driver version",
+                             hint="give the version nvidia-smi prints, e.g. --driver 535.104.05"
+                             ) from None
+    return replace(request, **changes)
+
+
+def matcher(option: str, value: str | None) -> Callable[[str], bool] | None:
+    return None if value is None else version_matcher(option, value)
+
+
+def cuda_matches(wanted: str | None, cuda: str) -> bool:
+    if wanted is None:
+        return True
+    return cuda == wanted if "." in wanted else cuda.split(".")[0] == wanted
