@@ -178,8 +178,11 @@ class Checks:
             if (rule.framework == fw.framework and rule.major == major and cuda in rule.ok
                     and spec_contains(rule.versions or "", fw.version)):
                 usable = [c for c in rule.ok if c in toolkits]
-                if usable:
-                    return toolkits[max(usable, key=dotted_key)], None
+                if usable:  # the nearest minor; between two equally near, the newer
+                    minor = dotted_key(cuda)[1]
+                    best = min(usable, key=lambda c: (abs(dotted_key(c)[1] - minor),
+                                                      -dotted_key(c)[1]))
+                    return toolkits[best], None
         return None, f"no nvcc for CUDA {cuda} in the matrix, and {fw.framework} {fw.version} " \
                      f"accepts no other minor version"
 

@@ -1,0 +1,123 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from envgen import __version__
+from envgen.cli.main import main
+
+
+@pytest.fixture
+def run(fixture_matrix, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # no envgen.toml / pyproject.toml from the checkout
+    monkeypatch.setenv("ENVGEN_MATRIX_DIR", str(fixture_matrix))
+
+    def _run(*argv):
+        code = main(list(argv))
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return _run
+
+
+def test_resolve_table_explains_choice(run):
+    code, out, err = run("resolve", "--framework", "deepspeed", "--cuda", "12.1", "--limit", "2")
+    assert code == 0, err
+    assert "Best match for --framework deepspeed --cuda 12.1:" in out
+    assert "nvcc 12.1.105 (nvidia-cuda-nvcc-cu12) — matches torch exactly" in out
+    assert "id: deepspeed-0.18.2-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64" in out
+    rows = [line for line in out.splitlines() if line[:1].isdigit()]
+    assert len(rows) == 2
+
+
+def test_resolve_json_has_contract_keys(run):
+    code, out, _ = run("resolve", "--framework", "megatron-core", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert isinstance(data, list) and len(data) == 10
+    need = {"id", "os", "python", "cuda", "torch", "nccl", "framework", "framework_version"}
+    assert need <= set(data[0])
+    assert data[0]["framework"] == "megatron-core"
+
+
+def test_json_flag_before_subcommand_also_works(run):
+    code, out, _ = run("--json", "resolve", "--framework", "colossalai", "--limit", "1")
+    assert code == 0 and json.loads(out)[0]["torch"] == "2.5.1"
+
+
+def test_infeasible_exits_2_with_explanation(run):
+    code, out, err = run("resolve", "--framework", "megatron-core", "--python", "3.9")
+    assert code == 2 and out == ""
+    assert "No combination satisfies: --framework megatron-core --python 3.9" in err
+    assert "framework-python" in err and "Nearest feasible:" in err
+    assert "without --python: python 3.9 → 3.12" in err
+    assert "envgen: error: no combination satisfies" in err
+
+
+def test_infeasible_json(run):
+    code, out, _ = run("resolve", "--framework", "deepspeed", "--cuda", "10.2", "--json")
+    assert code == 2
+    data = json.loads(out)
+    assert "no torch build for CUDA 10.2" in data["explanation"]["no_candidates"][0]
+    assert data["explanation"]["nearest"][0]["relaxed"] == ["cuda"]
+
+
+def test_usage_error_did_you_mean(run):
+    code, _, err = run("resolve", "--framework", "colossal")
+    assert code == 2
+    assert "unknown framework 'colossal'" in err and "did you mean 'colossalai'" in err
+
+
+def test_argparse_errors_exit_2_with_hint(run):
+    with pytest.raises(SystemExit) as exc:
+        run("resolve", "--limit", "many")
+    assert exc.value.code == 2
+
+
+def test_matrix_show_json_torch_build_keys(run):
+    code, out, _ = run("matrix", "show", "--kind", "torch", "--cuda", "12.4", "--json")
+    assert code == 0
+    builds = json.loads(out)["torch_builds"]
+    assert builds and all(b["cuda"] == "12.4" for b in builds)
+    assert {"version", "cuda", "python", "nccl", "glibc"} <= set(builds[0])
+
+
+def test_matrix_show_summary_and_tables(run):
+    code, out, _ = run("matrix", "show")
+    assert code == 0 and "torch builds" in out and "CUDA toolkits    6" in out
+    for kind, needle in (("torch", "2.5.1+cu121"), ("frameworks", "colossalai"),
+                         ("cuda", "nvidia-cuda-nvcc-cu12 12.1.105"), ("os", "ubuntu-24.04")):
+        code, out, _ = run("matrix", "show", "--kind", kind)
+        assert code == 0 and needle in out
+
+
+def test_config_defaults_apply_and_flags_win(run, tmp_path):
+    (tmp_path / "envgen.toml").write_text('[defaults]\nos = "debian-12"\npython = "3.11"\n')
+    code, out, _ = run("resolve", "--framework", "deepspeed", "--json", "--limit", "1")
+    assert json.loads(out)[0]["os"] == "debian-12"
+    assert json.loads(out)[0]["python"] == "3.11"
+    code, out, _ = run("resolve", "--framework", "deepspeed", "--os", "ubuntu-24.04", "--json")
+    assert json.loads(out)[0]["os"] == "ubuntu-24.04"
+
+
+def test_bad_config_is_a_usage_error(run, tmp_path):
+    (tmp_path / "pyproject.toml").write_text('[tool.envgen]\nmatrix_dir = "x"\n')
+    code, _, err = run("resolve")
+    assert code == 2 and "unknown envgen setting(s): matrix_dir" in err and "matrix-dir" in err
+
+
+def test_bad_matrix_dir_exit_1(run, tmp_path):
+    code, _, err = run("--matrix-dir", str(tmp_path), "resolve")
+    assert code == 1 and "no matrix data at" in err and "hint:" in err
+
+
+def test_console_script_version_and_help():
+    out = subprocess.run([sys.executable, "-m", "envgen", "--version"], capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip() == f"envgen {__version__}"
+    helptext = subprocess.run([sys.executable, "-m", "envgen", "resolve", "--help"],
+                              capture_output=True, text=True, check=True).stdout
+    assert "examples:" in helptext and "--gpu-arch" in helptext and "Ranking:" in helptext
