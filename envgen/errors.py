@@ -32,7 +32,9 @@ class InfeasibleError(EnvgenError):
 
     exit_code = 2
 
-    def __init__(self, message: str, *, hint: str | None = None, explanation: object = None) -> None:
+    def __init__(
+        self, message: str, *, hint: str | None = None, explanation: object = None
+    ) -> None:
         super().__init__(message, hint=hint)
         self.explanation = explanation
 

@@ -7,7 +7,7 @@ many thousands of times, so parsing is memoized here. No version facts live in t
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import cache
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -17,17 +17,17 @@ from envgen.errors import UsageError
 _PY_RE = re.compile(r"^(\d+)\.(\d+)(t?)$")
 
 
-@lru_cache(maxsize=None)
+@cache
 def parse_version(text: str) -> Version:
     return Version(text)
 
 
-@lru_cache(maxsize=None)
+@cache
 def parse_spec(text: str) -> SpecifierSet:
     return SpecifierSet(text)
 
 
-@lru_cache(maxsize=None)
+@cache
 def spec_contains(spec: str, version: str) -> bool:
     """Whether ``version`` satisfies PEP 440 ``spec`` ("" matches everything).
 
@@ -43,7 +43,7 @@ def python_version(tag: str) -> str:
     return tag[:-1] if tag.endswith("t") else tag
 
 
-@lru_cache(maxsize=None)
+@cache
 def python_key(tag: str) -> tuple[int, int, bool]:
     m = _PY_RE.match(tag)
     if not m:
@@ -51,7 +51,7 @@ def python_key(tag: str) -> tuple[int, int, bool]:
     return int(m.group(1)), int(m.group(2)), bool(m.group(3))
 
 
-@lru_cache(maxsize=None)
+@cache
 def dotted_key(text: str) -> tuple[int, ...]:
     """Numeric sort key for dotted versions such as CUDA "12.1" or a driver "535.104.05"."""
     return tuple(int(p) for p in text.split("."))

@@ -98,7 +98,7 @@ def _missing(parser: argparse.ArgumentParser) -> int:
 def make_context(args: argparse.Namespace) -> Context:
     from envgen.facts.locate import find_matrix_dir
 
-    config_path, config = find_config()
+    _, config = find_config()
     matrix_dir = getattr(args, "matrix_dir", None) or (
         None if os.environ.get("ENVGEN_MATRIX_DIR") else config.get("matrix-dir"))
     return Context(

@@ -11,8 +11,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row)]
-    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths)).rstrip()  # noqa: E731
+        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+    line = lambda vals: "  ".join(v.ljust(w) for v, w in zip(vals, widths, strict=True)).rstrip()  # noqa: E731
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, cells)])
 
 

@@ -33,7 +33,9 @@ def _bundled_nccl(doc: dict[str, Any], version: str) -> str | None:
     return None
 
 
-def apply_curated_torch(doc: dict[str, Any], builds: list[TorchBuild], problems) -> list[TorchBuild]:
+def apply_curated_torch(
+    doc: dict[str, Any], builds: list[TorchBuild], problems
+) -> list[TorchBuild]:
     out: list[TorchBuild] = []
     for b in builds:
         if b.glibc is None and (b.wheel_tag or "").startswith("linux_"):

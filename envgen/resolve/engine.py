@@ -158,7 +158,8 @@ class Checks:
     def framework_cuda(self, fw: FrameworkRelease, cuda: str) -> str | None:
         for c in self._constraints(fw):
             if c.requires_cuda and not spec_contains(c.requires_cuda, cuda):
-                return f"{fw.framework} {fw.version} needs CUDA{c.requires_cuda} (curated: {c.source})"
+                return (f"{fw.framework} {fw.version} needs CUDA{c.requires_cuda} "
+                        f"(curated: {c.source})")
         return None
 
     def nvcc(self, fw: FrameworkRelease, cuda: str) -> tuple[CudaToolkit | None, str | None]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import Callable
 
 from envgen.errors import UsageError
 from envgen.facts.model import Facts

@@ -96,10 +96,10 @@ def test_matrix_show_summary_and_tables(run):
 
 def test_config_defaults_apply_and_flags_win(run, tmp_path):
     (tmp_path / "envgen.toml").write_text('[defaults]\nos = "debian-12"\npython = "3.11"\n')
-    code, out, _ = run("resolve", "--framework", "deepspeed", "--json", "--limit", "1")
+    _, out, _ = run("resolve", "--framework", "deepspeed", "--json", "--limit", "1")
     assert json.loads(out)[0]["os"] == "debian-12"
     assert json.loads(out)[0]["python"] == "3.11"
-    code, out, _ = run("resolve", "--framework", "deepspeed", "--os", "ubuntu-24.04", "--json")
+    _, out, _ = run("resolve", "--framework", "deepspeed", "--os", "ubuntu-24.04", "--json")
     assert json.loads(out)[0]["os"] == "ubuntu-24.04"
 
 
