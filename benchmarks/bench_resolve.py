@@ -23,8 +23,7 @@ from pathlib import Path
 from envgen import versions
 from envgen.facts import find_matrix_dir, load_facts
 from envgen.facts import load as load_module
-from envgen.resolve import Request, count_feasible, resolve
-from envgen.resolve import engine
+from envgen.resolve import Request, count_feasible, engine, resolve
 
 REQUESTS = [
     Request(framework="deepspeed", cuda="12.1"),
@@ -77,8 +76,8 @@ def main() -> int:
             cold()
             return resolve(req, load_facts(matrix), limit=10)
         t, found = timed(one, args.repeat)
-        results["single"].append({"request": req.flags() or "(none)", "median_ms": round(t * 1e3, 2),
-                                  "top": found[0].id})
+        results["single"].append({"request": req.flags() or "(none)",
+                                  "median_ms": round(t * 1e3, 2), "top": found[0].id})
 
     for req in REQUESTS[:3]:
         argv = [sys.executable, "-m", "envgen", "--matrix-dir", str(matrix), "resolve", "--json",
