@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import ipaddress
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -27,3 +29,39 @@ def facts(fixture_matrix):
     from envgen.facts import load_facts
 
     return load_facts(fixture_matrix)
+
+
+def _is_loopback(address) -> bool:
+    host = address[0] if isinstance(address, tuple) else address
+    if not isinstance(host, str):
+        return True
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@pytest.fixture(autouse=True)
+def _no_internet(request, monkeypatch):
+    """Tests reach loopback servers only; a test marked `network` may go further."""
+    if request.node.get_closest_marker("network"):
+        return
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def check(sock, address):
+        if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
+            raise RuntimeError(f"test tried to reach {address}; tests must not use the network "
+                               "(serve the data on 127.0.0.1 instead)")
+
+    def connect(sock, address):
+        check(sock, address)
+        return real_connect(sock, address)
+
+    def connect_ex(sock, address):
+        check(sock, address)
+        return real_connect_ex(sock, address)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)

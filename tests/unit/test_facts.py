@@ -74,3 +74,10 @@ def test_default_matrix_dir_is_the_checkout(monkeypatch):
     monkeypatch.delenv("ENVGEN_MATRIX_DIR", raising=False)
     found = find_matrix_dir()
     assert (found / "curated" / "policy.toml").is_file()
+
+
+def test_tests_cannot_reach_the_internet():
+    import socket
+
+    with pytest.raises(RuntimeError, match="tests must not use the network"):
+        socket.create_connection(("203.0.113.7", 443), timeout=1)
