@@ -1,0 +1,100 @@
+"""The harvester's on-disk cache (default ``~/.cache/envgen/http``, or ``ENVGEN_CACHE_DIR``).
+
+Two kinds of entries:
+
+* ``pages/`` — index pages keyed by URL + Accept header, stored with their ``ETag`` /
+  ``Last-Modified`` so an online run revalidates them (a 304 costs a few hundred bytes).
+* ``blobs/`` — facts extracted from files (a wheel's METADATA, a member of a wheel, an sdist's
+  requirements), keyed by the file's sha256 and the member name. Files addressed by sha256 are
+  immutable, so these never expire.
+
+Every write goes to a temporary file in the same directory and is renamed into place, so a
+killed run leaves either the old entry or the new one, never half of one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from urllib.parse import quote
+
+from envgen.errors import NetworkError
+
+OFFLINE_HINT = "run `envgen matrix update` once online to fill the cache, or drop --offline"
+
+
+def default_cache_dir() -> Path:
+    env = os.environ.get("ENVGEN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "envgen" / "http"
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+class Cache:
+    def __init__(self, root: Path | str | None = None, *, offline: bool = False) -> None:
+        self.root = Path(root).expanduser() if root else default_cache_dir()
+        self.offline = offline
+
+    # -- index pages -------------------------------------------------------------------
+    def _page_path(self, url: str, accept: str) -> Path:
+        digest = hashlib.sha256(f"{accept}\n{url}".encode()).hexdigest()
+        return self.root / "pages" / digest[:2] / digest
+
+    def get_page(self, url: str, accept: str) -> tuple[bytes, dict[str, str]] | None:
+        path = self._page_path(url, accept)
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        header, _, body = raw.partition(b"\n")
+        try:
+            meta = json.loads(header)
+        except ValueError:  # unreadable entry: treat as a miss
+            return None
+        return body, meta
+
+    def put_page(self, url: str, accept: str, body: bytes, meta: dict[str, str]) -> None:
+        header = json.dumps(meta, sort_keys=True).encode()
+        atomic_write(self._page_path(url, accept), header + b"\n" + body)
+
+    # -- immutable blobs -----------------------------------------------------------------
+    def _blob_path(self, file_key: str, member: str) -> Path:
+        return self.root / "blobs" / file_key[:2] / file_key / quote(member, safe="")
+
+    def get_blob(self, file_key: str, member: str) -> bytes | None:
+        try:
+            return self._blob_path(file_key, member).read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def put_blob(self, file_key: str, member: str, data: bytes) -> None:
+        atomic_write(self._blob_path(file_key, member), data)
+
+    def offline_miss(self, url: str) -> NetworkError:
+        return NetworkError(
+            f"offline: {url} is not in the cache at {self.root}", hint=OFFLINE_HINT
+        )
+
+
+def file_key(sha256: str | None, url: str) -> str:
+    """Cache key of a file: its sha256 when the index states one, else a hash of its URL."""
+    return sha256 or "url-" + hashlib.sha256(url.encode()).hexdigest()

@@ -1,0 +1,54 @@
+"""What every harvester step shares: HTTP, cache, worker pool, progress, today's date."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from envgen.harvest.cache import Cache
+from envgen.harvest.http import Http
+from envgen.harvest.simple_index import FileLink
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass
+class Fetcher:
+    http: Http | None  # None when offline
+    cache: Cache
+    pool: ThreadPoolExecutor
+    progress: Callable[[str], None]
+    aliases: Mapping[str, str]
+    today: str
+
+    def map(self, label: str, func: Callable[[T], R], items: Iterable[T]) -> list[R]:
+        """``func`` over ``items`` on the pool; results in input order whatever the completion
+        order; progress lines like ``torch: 312/412 metadata files``; the first error wins."""
+        items = list(items)
+        if not items:
+            return []
+        futures = {self.pool.submit(func, item): n for n, item in enumerate(items)}
+        results: list[Any] = [None] * len(items)
+        step = max(1, len(items) // 10)
+        try:
+            for done, future in enumerate(as_completed(futures), 1):
+                results[futures[future]] = future.result()
+                if done % step == 0 or done == len(items):
+                    self.progress(f"{label}: {done}/{len(items)}")
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        return results
+
+    def source(self, link: FileLink, index: str) -> dict[str, Any]:
+        return {
+            "url": link.url,
+            "sha256": link.sha256,
+            "uploaded": link.uploaded,
+            "retrieved": self.today,
+            "index": index,
+        }

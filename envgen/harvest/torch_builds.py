@@ -1,0 +1,133 @@
+"""torch builds: one record per release × CUDA variant × platform × identical facts.
+
+Which CUDA a build targets comes from its local version label (``+cu121`` → 12.1, pattern in
+``sources.toml``) or else from the pinned CUDA runtime requirement (``nvidia-cuda-runtime-cu12
+==12.4.127`` → 12.4; CUDA 13 builds pin ``cuda-toolkit[cudart,…]==13.0.2`` instead). No label
+and no pin: a CPU build (``cuda`` null). Requirement markers are evaluated for each wheel's own
+Python and platform.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from envgen.harvest.fetcher import Fetcher
+from envgen.harvest.metadata import applies, requirements, wheel_environment, wheel_metadata
+from envgen.harvest.simple_index import FileLink
+from envgen.harvest.tags import WheelInfo, is_final, parse_wheel
+
+PIN_FIELDS = ("cuda_runtime", "nccl", "cudnn", "triton")
+
+
+def pin_value(requirement: Requirement) -> str:
+    """``==1.2.3`` → ``1.2.3``; any other specifier is kept as written (``~=3.9.0``)."""
+    specs = list(requirement.specifier)
+    if len(specs) == 1 and specs[0].operator in ("==", "==="):
+        return specs[0].version
+    return str(requirement.specifier)
+
+
+def cuda_of_pin(requirement: Requirement) -> str | None:
+    for spec in requirement.specifier:
+        try:
+            release = Version(spec.version.rstrip(".*")).release
+        except ValueError:
+            continue
+        if len(release) >= 2:
+            return f"{release[0]}.{release[1]}"
+    return None
+
+
+def python_key(python: str) -> tuple[int, ...]:
+    return (*(int(p) for p in python.rstrip("t").split(".")), python.endswith("t"))
+
+
+def select_wheels(links: list[FileLink], cfg: dict[str, Any], aliases) -> list[tuple[FileLink, WheelInfo]]:
+    minimum = Version(str(cfg["min_version"]))
+    platforms = set(cfg["platforms"])
+    chosen = []
+    for link in links:
+        if link.yanked or not link.filename.endswith(".whl"):
+            continue
+        wheel = parse_wheel(link.filename, aliases)
+        if wheel is None or wheel.platform not in platforms or not wheel.pythons:
+            continue
+        if canonicalize_name(wheel.project) != canonicalize_name(cfg["project"]):
+            continue
+        if not is_final(wheel.version) or Version(wheel.version.public) < minimum:
+            continue
+        chosen.append((link, wheel))
+    return chosen
+
+
+def build_facts(wheel: WheelInfo, python: str, reqs: list[Requirement], cfg: dict[str, Any]) -> dict[str, Any] | None:
+    """The facts of one wheel for one of its Pythons; None for a variant we do not track."""
+    local = wheel.version.local
+    env = wheel_environment(python, wheel.arch or "")
+    active = [r for r in reqs if applies(r, env)]
+    pins: dict[str, Requirement | None] = dict.fromkeys(PIN_FIELDS)
+    for field, pattern in cfg["pins"].items():
+        for req in active:
+            if re.fullmatch(pattern, canonicalize_name(req.name)) and pins.get(field) is None:
+                pins[field] = req
+    cuda, cuda_from = None, "none"
+    if local:
+        match = re.fullmatch(cfg["cuda_local_pattern"], local)
+        if match:
+            cuda, cuda_from = f"{int(match['major'])}.{int(match['minor'])}", f"local:{local}"
+        elif local in cfg.get("cpu_local_labels", ()):
+            cuda_from = f"local:{local}"
+        else:
+            return None  # e.g. +rocm6.1: not a CUDA build
+    elif pins["cuda_runtime"] is not None:
+        runtime = pins["cuda_runtime"]
+        cuda = cuda_of_pin(runtime)
+        cuda_from = f"{canonicalize_name(runtime.name)}{runtime.specifier}"
+    return {
+        "version": wheel.version.public,
+        "local": local,
+        "cuda": cuda,
+        "cuda_from": cuda_from,
+        "platform": wheel.platform,
+        "wheel_tag": wheel.platform_tag,
+        "glibc": wheel.glibc,
+        **{field: pin_value(req) if req is not None else None for field, req in pins.items()},
+    }
+
+
+def harvest_torch(fetch: Fetcher, index: str, links: list[FileLink], cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    wheels = select_wheels(links, cfg, fetch.aliases)
+    metas = fetch.map(f"{cfg['project']} ({index}): metadata files",
+                      lambda item: wheel_metadata(fetch.http, fetch.cache, item[0]), wheels)
+    groups: dict[str, dict[str, Any]] = {}
+    for (link, wheel), (meta, _how) in zip(wheels, metas):
+        reqs = requirements(meta.requires_dist, link.url)
+        for python in wheel.pythons:
+            facts = build_facts(wheel, python, reqs, cfg)
+            if facts is None:
+                continue
+            facts["requires_python"] = meta.requires_python or link.requires_python
+            facts["index"] = index
+            key = json.dumps(facts, sort_keys=True)
+            record = groups.setdefault(key, {**facts, "python": [], "sources": []})
+            if python not in record["python"]:
+                record["python"].append(python)
+            if all(s["url"] != link.url for s in record["sources"]):
+                record["sources"].append(fetch.source(link, index))
+    records = list(groups.values())
+    for record in records:
+        record["python"].sort(key=python_key)
+        record["sources"].sort(key=lambda s: s["url"])
+    return records
+
+
+def torch_sort_key(record: dict[str, Any]) -> tuple:
+    return (Version(record["version"]), record["local"] or "", record["index"], record["platform"],
+            record["wheel_tag"], [python_key(p) for p in record["python"]],
+            json.dumps(record, sort_keys=True))
