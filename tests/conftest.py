@@ -31,6 +31,10 @@ def facts(fixture_matrix):
     return load_facts(fixture_matrix)
 
 
+class NetworkBlocked(OSError):
+    """Raised (as an OSError, so sockets are closed cleanly) when a test leaves loopback."""
+
+
 def _is_loopback(address) -> bool:
     host = address[0] if isinstance(address, tuple) else address
     if not isinstance(host, str):
@@ -52,7 +56,7 @@ def _no_internet(request, monkeypatch):
 
     def check(sock, address):
         if sock.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
-            raise RuntimeError(f"test tried to reach {address}; tests must not use the network "
+            raise NetworkBlocked(f"test tried to reach {address}; tests must not use the network "
                                "(serve the data on 127.0.0.1 instead)")
 
     def connect(sock, address):
