@@ -109,6 +109,9 @@ class Http:
                 )
             except requests.Timeout:
                 problem = f"timed out after {self.options.timeout:g}s"
+            except (requests.exceptions.ChunkedEncodingError,
+                    requests.exceptions.ContentDecodingError) as exc:
+                problem = f"truncated response ({type(exc).__name__})"
             except requests.ConnectionError as exc:
                 problem = f"connection failed ({type(exc).__name__})"
             else:

@@ -147,10 +147,17 @@ def make_handler(state: IndexState):
     return Handler
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        pass  # clients hanging up (timeouts, kills) are part of the tests
+
+
 class IndexServer:
     def __init__(self) -> None:
         self.state = IndexState()
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), make_handler(self.state))
+        self.httpd = _Server(("127.0.0.1", 0), make_handler(self.state))
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
