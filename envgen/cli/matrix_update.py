@@ -29,33 +29,69 @@ environment: ENVGEN_CACHE_DIR (cache location), REQUESTS_CA_BUNDLE (CA bundle)."
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--write", action="store_true",
-                        help="write the new snapshot to matrix/harvested/ (default: only show the diff)")
-    parser.add_argument("--index", action="append", default=[], metavar="NAME[=URL]",
-                        help="also harvest the index NAME from sources.toml; NAME=URL points NAME "
-                             "at a mirror (or adds an ad-hoc index); repeatable")
-    parser.add_argument("--all-indexes", action="store_true",
-                        help="harvest every index in sources.toml, including opt-in ones")
-    parser.add_argument("--cache-dir", metavar="DIR",
-                        help="HTTP cache directory (default: $ENVGEN_CACHE_DIR or ~/.cache/envgen/http)")
-    parser.add_argument("--offline", action="store_true",
-                        help="use only the cache; fail on anything not cached")
-    parser.add_argument("--jobs", type=int, default=8, metavar="N",
-                        help="parallel downloads (default: 8)")
-    parser.add_argument("--timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="per-request timeout (default: 30)")
-    parser.add_argument("--retries", type=int, default=4, metavar="N",
-                        help="retries per request on connection errors, timeouts, 429 and 5xx (default: 4)")
+    parser.add_argument(
+        "--write",
+        action="store_true",
+        help="write the new snapshot to matrix/harvested/ (default: only show the diff)",
+    )
+    parser.add_argument(
+        "--index",
+        action="append",
+        default=[],
+        metavar="NAME[=URL]",
+        help="also harvest the index NAME from sources.toml; NAME=URL points NAME "
+        "at a mirror (or adds an ad-hoc index); repeatable",
+    )
+    parser.add_argument(
+        "--all-indexes",
+        action="store_true",
+        help="harvest every index in sources.toml, including opt-in ones",
+    )
+    parser.add_argument(
+        "--cache-dir",
+        metavar="DIR",
+        help="HTTP cache directory (default: $ENVGEN_CACHE_DIR or ~/.cache/envgen/http)",
+    )
+    parser.add_argument(
+        "--offline", action="store_true", help="use only the cache; fail on anything not cached"
+    )
+    parser.add_argument(
+        "--jobs", type=int, default=8, metavar="N", help="parallel downloads (default: 8)"
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="per-request timeout (default: 30)",
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=4,
+        metavar="N",
+        help="retries per request on connection errors, timeouts, 429 and 5xx (default: 4)",
+    )
     parser.add_argument("--backoff", type=float, default=0.5, help=argparse.SUPPRESS)
-    parser.add_argument("--ca-cert", metavar="FILE",
-                        help="CA bundle for TLS (e.g. a corporate proxy's); default: $REQUESTS_CA_BUNDLE")
+    parser.add_argument(
+        "--ca-cert",
+        metavar="FILE",
+        help="CA bundle for TLS (e.g. a corporate proxy's); default: $REQUESTS_CA_BUNDLE",
+    )
 
 
-def register(matrix_subparsers: Any) -> argparse.ArgumentParser:
+def register(
+    matrix_subparsers: Any, common: argparse.ArgumentParser | None = None
+) -> argparse.ArgumentParser:
+    """Add ``update`` to ``envgen matrix``; ``common`` is the CLI's shared-options parent."""
     parser = matrix_subparsers.add_parser(
-        "update", help="refresh matrix/harvested/ from package indexes (shows a diff)",
-        description=DESCRIPTION, epilog=EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+        "update",
+        parents=[common] if common is not None else [],
+        help="refresh matrix/harvested/ from package indexes (shows a diff)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_arguments(parser)
     parser.set_defaults(func=run)
     return parser
@@ -68,9 +104,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if args.jobs < 1 or args.retries < 0 or args.timeout <= 0:
         raise UsageError("--jobs must be >= 1, --retries >= 0, --timeout > 0")
     options = UpdateOptions(
-        write=args.write, indexes=list(args.index), all_indexes=args.all_indexes,
-        cache_dir=args.cache_dir, offline=args.offline, jobs=args.jobs, timeout=args.timeout,
-        retries=args.retries, backoff=args.backoff, ca_cert=args.ca_cert)
+        write=args.write,
+        indexes=list(args.index),
+        all_indexes=args.all_indexes,
+        cache_dir=args.cache_dir,
+        offline=args.offline,
+        jobs=args.jobs,
+        timeout=args.timeout,
+        retries=args.retries,
+        backoff=args.backoff,
+        ca_cert=args.ca_cert,
+    )
     result = update_matrix(ctx.matrix_dir, options, progress=ctx.progress)
     if ctx.json:
         payload = {**result.diff, "written": result.written, "indexes": result.indexes}

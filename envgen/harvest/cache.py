@@ -14,6 +14,7 @@ killed run leaves either the old entry or the new one, never half of one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -42,10 +43,8 @@ def atomic_write(path: Path, data: bytes) -> None:
             handle.write(data)
         os.replace(tmp, path)
     except BaseException:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        except FileNotFoundError:
-            pass
         raise
 
 
@@ -90,9 +89,7 @@ class Cache:
         atomic_write(self._blob_path(file_key, member), data)
 
     def offline_miss(self, url: str) -> NetworkError:
-        return NetworkError(
-            f"offline: {url} is not in the cache at {self.root}", hint=OFFLINE_HINT
-        )
+        return NetworkError(f"offline: {url} is not in the cache at {self.root}", hint=OFFLINE_HINT)
 
 
 def file_key(sha256: str | None, url: str) -> str:

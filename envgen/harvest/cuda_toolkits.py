@@ -69,21 +69,33 @@ def _linux_wheels(links: list[FileLink], aliases) -> list[tuple[FileLink, WheelI
     return out
 
 
-def _read_one(fetch: Fetcher, index: str, cfg: dict[str, Any], version: Version,
-              wheels: list, companions: list) -> dict[str, Any]:
-    mine = sorted((w for w in wheels if w[1].version == version),
-                  key=lambda w: (w[1].arch != "x86_64", w[0].filename))
+def _read_one(
+    fetch: Fetcher,
+    index: str,
+    cfg: dict[str, Any],
+    version: Version,
+    wheels: list,
+    companions: list,
+) -> dict[str, Any]:
+    mine = sorted(
+        (w for w in wheels if w[1].version == version),
+        key=lambda w: (w[1].arch != "x86_64", w[0].filename),
+    )
     link, wheel = mine[0]
     facts = wheel_facts(fetch, link)
     gcc = facts["max_gcc"]
     if gcc is None:
-        others = sorted((w for w in companions if w[1].version == version and w[1].arch == wheel.arch),
-                        key=lambda w: w[0].filename)
+        others = sorted(
+            (w for w in companions if w[1].version == version and w[1].arch == wheel.arch),
+            key=lambda w: w[0].filename,
+        )
         if others:
             gcc = wheel_facts(fetch, others[0][0])["max_gcc"]
     if gcc is None or not facts["archs"]:
-        raise HarvestError(f"{link.url}: no crt/host_config.h gcc limit or no ptxas compute_ table",
-                           hint="NVIDIA changed the wheel layout; adjust [[cuda_toolkits]] in sources.toml")
+        raise HarvestError(
+            f"{link.url}: no crt/host_config.h gcc limit or no ptxas compute_ table",
+            hint="NVIDIA changed the wheel layout; adjust [[cuda_toolkits]] in sources.toml",
+        )
     return {
         "cuda": f"{version.release[0]}.{version.release[1]}",
         "nvcc_package": canonicalize_name(cfg["project"]),
@@ -95,22 +107,29 @@ def _read_one(fetch: Fetcher, index: str, cfg: dict[str, Any], version: Version,
     }
 
 
-def harvest_toolkits(fetch: Fetcher, index: str, links_by_project: dict[str, list[FileLink]],
-                     cfgs: tuple[dict[str, Any], ...]) -> list[dict[str, Any]]:
+def harvest_toolkits(
+    fetch: Fetcher,
+    index: str,
+    links_by_project: dict[str, list[FileLink]],
+    cfgs: tuple[dict[str, Any], ...],
+) -> list[dict[str, Any]]:
     jobs = []
     for cfg in cfgs:
         if cfg["project"] not in links_by_project:
             continue
         wheels = _linux_wheels(links_by_project[cfg["project"]], fetch.aliases)
-        companions = _linux_wheels(links_by_project.get(cfg.get("host_config_project", ""), []), fetch.aliases)
+        companions = _linux_wheels(
+            links_by_project.get(cfg.get("host_config_project", ""), []), fetch.aliases
+        )
         newest: dict[tuple[int, int], Version] = {}
         for _, wheel in wheels:
             minor = wheel.version.release[:2]
             if len(minor) == 2 and wheel.version > newest.get(minor, Version("0")):
                 newest[minor] = wheel.version
         jobs += [(cfg, v, wheels, companions) for _, v in sorted(newest.items())]
-    records = fetch.map(f"cuda toolkits ({index}): nvcc wheels",
-                        lambda job: _read_one(fetch, index, *job), jobs)
+    records = fetch.map(
+        f"cuda toolkits ({index}): nvcc wheels", lambda job: _read_one(fetch, index, *job), jobs
+    )
     best: dict[str, dict[str, Any]] = {}
     for record in records:  # the same minor from two projects: the newer nvcc wins
         old = best.get(record["cuda"])

@@ -26,7 +26,7 @@ def identity(file: str, record: dict[str, Any]) -> str:
 def comparable(record: dict[str, Any]) -> dict[str, Any]:
     """The record without ``retrieved`` dates."""
     clean = copy.deepcopy(record)
-    for source in [clean.get("source")] + list(clean.get("sources") or []):
+    for source in [clean.get("source"), *(clean.get("sources") or [])]:
         if isinstance(source, dict):
             source.pop("retrieved", None)
     return clean
@@ -34,7 +34,9 @@ def comparable(record: dict[str, Any]) -> dict[str, Any]:
 
 def _field_changes(old: dict[str, Any], new: dict[str, Any]) -> dict[str, list[Any]]:
     old, new = comparable(old), comparable(new)
-    return {k: [old.get(k), new.get(k)] for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)}
+    return {
+        k: [old.get(k), new.get(k)] for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)
+    }
 
 
 def diff_records(file: str, old: list[dict[str, Any]], new: list[dict[str, Any]]) -> dict[str, Any]:
@@ -52,7 +54,9 @@ def diff_records(file: str, old: list[dict[str, Any]], new: list[dict[str, Any]]
     }
 
 
-def diff_snapshots(old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def diff_snapshots(
+    old: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
     files = {}
     for file, key in FILES.items():
         files[file] = diff_records(file, old[file][key], new[file][key])
@@ -65,7 +69,11 @@ def _short(value: Any) -> str:
         return value["url"].rsplit("/", 1)[-1]
     if isinstance(value, list) and value and isinstance(value[0], dict):
         return f"{len(value)} files"
-    text = "null" if value is None else (", ".join(map(str, value)) if isinstance(value, list) else str(value))
+    text = (
+        "null"
+        if value is None
+        else (", ".join(map(str, value)) if isinstance(value, list) else str(value))
+    )
     return text if len(text) <= 60 else text[:57] + "..."
 
 

@@ -30,7 +30,8 @@ from envgen.harvest.torch_builds import python_key
 def requires_torch(lines, where: str, python: str, arch: str) -> str | None:
     env = wheel_environment(python, arch)
     found: list[SpecifierSet] = [
-        r.specifier for r in requirements(list(lines), where)
+        r.specifier
+        for r in requirements(list(lines), where)
         if canonicalize_name(r.name) == "torch" and applies(r, env)
     ]
     if not found:
@@ -41,7 +42,9 @@ def requires_torch(lines, where: str, python: str, arch: str) -> str | None:
     return str(combined)
 
 
-def _releases(links: list[FileLink], cfg: dict[str, Any], aliases) -> dict[Version, dict[str, list]]:
+def _releases(
+    links: list[FileLink], cfg: dict[str, Any], aliases
+) -> dict[Version, dict[str, list]]:
     minimum = Version(str(cfg["min_version"]))
     releases: dict[Version, dict[str, list]] = defaultdict(lambda: {"wheels": [], "sdists": []})
     for link in links:
@@ -63,12 +66,21 @@ def _releases(links: list[FileLink], cfg: dict[str, Any], aliases) -> dict[Versi
 
 
 def _pick_wheel(wheels: list[tuple[FileLink, WheelInfo]]) -> tuple[FileLink, WheelInfo] | None:
-    ranked = sorted(wheels, key=lambda w: (w[1].arch is not None, w[1].arch != "x86_64",
-                                           [python_key(p) for p in w[1].pythons], w[0].filename))
+    ranked = sorted(
+        wheels,
+        key=lambda w: (
+            w[1].arch is not None,
+            w[1].arch != "x86_64",
+            [python_key(p) for p in w[1].pythons],
+            w[0].filename,
+        ),
+    )
     return ranked[0] if ranked else None
 
 
-def _read(fetch: Fetcher, project: str, index: str, version: Version, files: dict[str, list]) -> dict[str, Any]:
+def _read(
+    fetch: Fetcher, project: str, index: str, version: Version, files: dict[str, list]
+) -> dict[str, Any]:
     chosen = _pick_wheel(files["wheels"])
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     if chosen is not None:
@@ -95,12 +107,17 @@ def _read(fetch: Fetcher, project: str, index: str, version: Version, files: dic
     }
 
 
-def harvest_framework(fetch: Fetcher, index: str, links: list[FileLink], cfg: dict[str, Any]) -> list[dict[str, Any]]:
+def harvest_framework(
+    fetch: Fetcher, index: str, links: list[FileLink], cfg: dict[str, Any]
+) -> list[dict[str, Any]]:
     releases = _releases(links, cfg, fetch.aliases)
     versions = sorted(releases)
     versions = [v for v in versions if releases[v]["wheels"] or releases[v]["sdists"]]
-    return fetch.map(f"{cfg['project']} ({index}): releases",
-                     lambda v: _read(fetch, cfg["project"], index, v, releases[v]), versions)
+    return fetch.map(
+        f"{cfg['project']} ({index}): releases",
+        lambda v: _read(fetch, cfg["project"], index, v, releases[v]),
+        versions,
+    )
 
 
 def framework_sort_key(record: dict[str, Any]) -> tuple:

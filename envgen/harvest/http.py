@@ -109,8 +109,10 @@ class Http:
                 )
             except requests.Timeout:
                 problem = f"timed out after {self.options.timeout:g}s"
-            except (requests.exceptions.ChunkedEncodingError,
-                    requests.exceptions.ContentDecodingError) as exc:
+            except (
+                requests.exceptions.ChunkedEncodingError,
+                requests.exceptions.ContentDecodingError,
+            ) as exc:
                 problem = f"truncated response ({type(exc).__name__})"
             except requests.ConnectionError as exc:
                 problem = f"connection failed ({type(exc).__name__})"
@@ -121,9 +123,11 @@ class Http:
                         return response
                     try:
                         _ = response.content
-                    except (requests.exceptions.ChunkedEncodingError,
-                            requests.exceptions.ContentDecodingError,
-                            requests.ConnectionError) as exc:
+                    except (
+                        requests.exceptions.ChunkedEncodingError,
+                        requests.exceptions.ContentDecodingError,
+                        requests.ConnectionError,
+                    ) as exc:
                         problem = f"truncated response ({type(exc).__name__})"
                     else:
                         return response

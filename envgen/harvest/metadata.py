@@ -89,13 +89,22 @@ def wheel_metadata(http: Http | None, cache: Cache, link: FileLink) -> tuple[Cor
         raise cache.offline_miss(link.url + ".metadata")
     response = http.get(link.url + ".metadata")
     if response is not None:
-        text, how, where = response.content.decode("utf-8", "replace"), "pep658", link.url + ".metadata"
+        text, how, where = (
+            response.content.decode("utf-8", "replace"),
+            "pep658",
+            link.url + ".metadata",
+        )
     else:
-        members = read_members(http, link.url, lambda n: n.endswith(".dist-info/METADATA")
-                               and n.count("/") == 1)
+        members = read_members(
+            http, link.url, lambda n: n.endswith(".dist-info/METADATA") and n.count("/") == 1
+        )
         if not members:
             raise HarvestError(f"{link.url}: wheel has no .dist-info/METADATA")
-        text, how, where = next(iter(members.values())).decode("utf-8", "replace"), "wheel", link.url
+        text, how, where = (
+            next(iter(members.values())).decode("utf-8", "replace"),
+            "wheel",
+            link.url,
+        )
     metadata = parse_metadata(text, where)  # validate before caching
     cache.put_blob(key, "METADATA.json", json.dumps({"from": how, "text": text}).encode())
     return metadata, how

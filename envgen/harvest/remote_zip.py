@@ -88,9 +88,7 @@ def open_remote_zip(http: Http, url: str) -> zipfile.ZipFile:
         raise HarvestError(f"{url}: not a readable zip/wheel ({exc})") from exc
 
 
-def read_members(
-    http: Http, url: str, want: Callable[[str], bool]
-) -> dict[str, bytes]:
+def read_members(http: Http, url: str, want: Callable[[str], bool]) -> dict[str, bytes]:
     """Members whose name satisfies ``want``, read from the remote wheel at ``url``."""
     with open_remote_zip(http, url) as archive:
         try:

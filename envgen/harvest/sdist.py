@@ -91,7 +91,9 @@ def read_sdist(http: Http | None, cache: Cache, link: FileLink) -> SdistRequirem
         raise cache.offline_miss(link.url)
     response = http.get(link.url, stream=True)
     if response is None:
-        raise HarvestError(f"{link.url}: 404 Not Found", hint="the index lists a file it does not serve")
+        raise HarvestError(
+            f"{link.url}: 404 Not Found", hint="the index lists a file it does not serve"
+        )
     try:
         response.raw.decode_content = False
         found = _scan(response.raw, link.url)
@@ -118,7 +120,15 @@ def read_sdist(http: Http | None, cache: Cache, link: FileLink) -> SdistRequirem
         else:
             lines = requirements_txt_lines(text)
             result = SdistRequirements("sdist:requirements.txt", requires_python, tuple(lines))
-    cache.put_blob(key, "sdist-requirements.json", json.dumps({
-        "from": result.metadata_from, "requires_python": result.requires_python,
-        "requires": list(result.requires)}).encode())
+    cache.put_blob(
+        key,
+        "sdist-requirements.json",
+        json.dumps(
+            {
+                "from": result.metadata_from,
+                "requires_python": result.requires_python,
+                "requires": list(result.requires),
+            }
+        ).encode(),
+    )
     return result

@@ -122,7 +122,9 @@ def project_url(index_url: str, project: str) -> str:
     return index_url.rstrip("/") + "/" + canonicalize_name(project) + "/"
 
 
-def fetch_project(http: Http | None, cache: Cache, index_url: str, project: str) -> list[FileLink] | None:
+def fetch_project(
+    http: Http | None, cache: Cache, index_url: str, project: str
+) -> list[FileLink] | None:
     """The files of ``project`` on the index; ``None`` when the index has no such project."""
     url = project_url(index_url, project)
     cached = cache.get_page(url, ACCEPT)

@@ -51,7 +51,9 @@ def load(matrix_dir: Path) -> dict[str, dict[str, Any]]:
         except FileNotFoundError:
             doc = {"schema": SCHEMA, key: []}
         except ValueError as exc:
-            raise DataError(f"{path}: invalid JSON ({exc})", hint="git checkout the file, then re-run") from exc
+            raise DataError(
+                f"{path}: invalid JSON ({exc})", hint="git checkout the file, then re-run"
+            ) from exc
         if not isinstance(doc, dict) or not isinstance(doc.get(key), list):
             raise DataError(f"{path}: no {key!r} list", hint="git checkout the file, then re-run")
         out[name] = doc
@@ -95,9 +97,14 @@ def write(matrix_dir: Path, texts: dict[str, str]) -> None:
     target = matrix_dir / "harvested"
     staging = matrix_dir / f".harvested.new-{os.getpid()}"
     staging.mkdir()
-    delay = float(os.environ.get("ENVGEN_TEST_WRITE_DELAY", "0") or 0)  # test hook: widen the window
-    keep = [p for p in target.iterdir() if p.name not in texts and not p.name.startswith(".")] \
-        if target.exists() else []
+    delay = float(
+        os.environ.get("ENVGEN_TEST_WRITE_DELAY", "0") or 0
+    )  # test hook: widen the window
+    keep = (
+        [p for p in target.iterdir() if p.name not in texts and not p.name.startswith(".")]
+        if target.exists()
+        else []
+    )
     for path in keep:  # other files someone put in harvested/ (e.g. a README) travel along
         shutil.copy2(path, staging / path.name)
     for name in sorted(texts):

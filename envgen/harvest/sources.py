@@ -37,8 +37,9 @@ class Sources:
         names = [self.torch["project"]] if self.torch else []
         names += [f["project"] for f in self.frameworks]
         for toolkit in self.cuda_toolkits:
-            names += [toolkit["project"]] + ([toolkit["host_config_project"]]
-                                             if toolkit.get("host_config_project") else [])
+            names += [toolkit["project"]] + (
+                [toolkit["host_config_project"]] if toolkit.get("host_config_project") else []
+            )
         return tuple(names)
 
 
@@ -67,7 +68,9 @@ def load_sources(matrix_dir: Path) -> Sources:
             cuda_toolkits=tuple(doc.get("cuda_toolkits", ())),
         )
     except (KeyError, TypeError) as exc:
-        raise DataError(f"{path}: missing or malformed key {exc}", hint="see matrix/README.md") from exc
+        raise DataError(
+            f"{path}: missing or malformed key {exc}", hint="see matrix/README.md"
+        ) from exc
     names = [i.name for i in indexes]
     if len(set(names)) != len(names):
         raise DataError(f"{path}: duplicate index names", hint="give every [[index]] its own name")
@@ -82,8 +85,9 @@ def load_manylinux_aliases(matrix_dir: Path) -> dict[str, str]:
     return {k: str(v) for k, v in table.items() if k not in ("source", "note")}
 
 
-def select_indexes(sources: Sources, requested: list[str] | tuple[str, ...] = (),
-                   all_indexes: bool = False) -> list[Index]:
+def select_indexes(
+    sources: Sources, requested: list[str] | tuple[str, ...] = (), all_indexes: bool = False
+) -> list[Index]:
     """Default indexes, plus ``NAME`` (a configured index), plus ``NAME=URL`` (a mirror: replaces
     the URL of the configured index of that name, or adds an ad-hoc index harvesting every
     configured project); ``all_indexes`` selects every configured index."""
@@ -102,11 +106,16 @@ def select_indexes(sources: Sources, requested: list[str] | tuple[str, ...] = ()
             continue
         parsed = urlparse(url)
         if not name or parsed.scheme not in ("http", "https") or not parsed.netloc:
-            raise UsageError(f"bad --index {item!r}", hint="use NAME=URL, e.g. pypi=https://mirror/simple/")
+            raise UsageError(
+                f"bad --index {item!r}", hint="use NAME=URL, e.g. pypi=https://mirror/simple/"
+            )
         if name in by_name:
             base = by_name[name]
             chosen[name] = Index(name, url, base.projects, base.default)
         else:
             chosen[name] = Index(name, url, sources.all_projects(), False, adhoc=True)
     order = [i.name for i in sources.indexes]
-    return sorted(chosen.values(), key=lambda i: (order.index(i.name) if i.name in order else len(order), i.name))
+    return sorted(
+        chosen.values(),
+        key=lambda i: (order.index(i.name) if i.name in order else len(order), i.name),
+    )

@@ -48,7 +48,9 @@ def python_key(python: str) -> tuple[int, ...]:
     return (*(int(p) for p in python.rstrip("t").split(".")), python.endswith("t"))
 
 
-def select_wheels(links: list[FileLink], cfg: dict[str, Any], aliases) -> list[tuple[FileLink, WheelInfo]]:
+def select_wheels(
+    links: list[FileLink], cfg: dict[str, Any], aliases
+) -> list[tuple[FileLink, WheelInfo]]:
     minimum = Version(str(cfg["min_version"]))
     platforms = set(cfg["platforms"])
     chosen = []
@@ -66,7 +68,9 @@ def select_wheels(links: list[FileLink], cfg: dict[str, Any], aliases) -> list[t
     return chosen
 
 
-def build_facts(wheel: WheelInfo, python: str, reqs: list[Requirement], cfg: dict[str, Any]) -> dict[str, Any] | None:
+def build_facts(
+    wheel: WheelInfo, python: str, reqs: list[Requirement], cfg: dict[str, Any]
+) -> dict[str, Any] | None:
     """The facts of one wheel for one of its Pythons; None for a variant we do not track."""
     local = wheel.version.local
     env = wheel_environment(python, wheel.arch or "")
@@ -101,12 +105,17 @@ def build_facts(wheel: WheelInfo, python: str, reqs: list[Requirement], cfg: dic
     }
 
 
-def harvest_torch(fetch: Fetcher, index: str, links: list[FileLink], cfg: dict[str, Any]) -> list[dict[str, Any]]:
+def harvest_torch(
+    fetch: Fetcher, index: str, links: list[FileLink], cfg: dict[str, Any]
+) -> list[dict[str, Any]]:
     wheels = select_wheels(links, cfg, fetch.aliases)
-    metas = fetch.map(f"{cfg['project']} ({index}): metadata files",
-                      lambda item: wheel_metadata(fetch.http, fetch.cache, item[0]), wheels)
+    metas = fetch.map(
+        f"{cfg['project']} ({index}): metadata files",
+        lambda item: wheel_metadata(fetch.http, fetch.cache, item[0]),
+        wheels,
+    )
     groups: dict[str, dict[str, Any]] = {}
-    for (link, wheel), (meta, _how) in zip(wheels, metas):
+    for (link, wheel), (meta, _how) in zip(wheels, metas, strict=True):
         reqs = requirements(meta.requires_dist, link.url)
         for python in wheel.pythons:
             facts = build_facts(wheel, python, reqs, cfg)
@@ -128,6 +137,12 @@ def harvest_torch(fetch: Fetcher, index: str, links: list[FileLink], cfg: dict[s
 
 
 def torch_sort_key(record: dict[str, Any]) -> tuple:
-    return (Version(record["version"]), record["local"] or "", record["index"], record["platform"],
-            record["wheel_tag"], [python_key(p) for p in record["python"]],
-            json.dumps(record, sort_keys=True))
+    return (
+        Version(record["version"]),
+        record["local"] or "",
+        record["index"],
+        record["platform"],
+        record["wheel_tag"],
+        [python_key(p) for p in record["python"]],
+        json.dumps(record, sort_keys=True),
+    )

@@ -28,7 +28,13 @@ from envgen.harvest.fetcher import Fetcher
 from envgen.harvest.frameworks import framework_sort_key, harvest_framework
 from envgen.harvest.http import Http, HttpOptions
 from envgen.harvest.simple_index import fetch_project, project_url
-from envgen.harvest.sources import Index, Sources, load_manylinux_aliases, load_sources, select_indexes
+from envgen.harvest.sources import (
+    Index,
+    Sources,
+    load_manylinux_aliases,
+    load_sources,
+    select_indexes,
+)
 from envgen.harvest.torch_builds import harvest_torch, torch_sort_key
 
 COMMAND = "envgen matrix update --write"
@@ -78,10 +84,12 @@ def _pages(fetch: Fetcher, index: Index, wanted: set[str]) -> dict[str, list]:
         return links
 
     pages = fetch.map(f"{index.name}: index pages", one, projects)
-    return {p: links for p, links in zip(projects, pages) if links is not None}
+    return {p: links for p, links in zip(projects, pages, strict=True) if links is not None}
 
 
-def harvest(fetch: Fetcher, sources: Sources, indexes: list[Index]) -> dict[str, list[dict[str, Any]]]:
+def harvest(
+    fetch: Fetcher, sources: Sources, indexes: list[Index]
+) -> dict[str, list[dict[str, Any]]]:
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in snapshot.FILES}
     seen: dict[str, set[str]] = {name: set() for name in snapshot.FILES}
     wanted = {canonicalize_name(p) for p in sources.all_projects()}
@@ -90,13 +98,19 @@ def harvest(fetch: Fetcher, sources: Sources, indexes: list[Index]) -> dict[str,
         found: dict[str, list] = {"torch.json": [], "frameworks.json": [], "cuda.json": []}
         torch_project = canonicalize_name(sources.torch.get("project", "torch"))
         if sources.torch and torch_project in pages:
-            found["torch.json"] = harvest_torch(fetch, index.name, pages[torch_project], sources.torch)
+            found["torch.json"] = harvest_torch(
+                fetch, index.name, pages[torch_project], sources.torch
+            )
         for cfg in sources.frameworks:
             if canonicalize_name(cfg["project"]) in pages:
                 found["frameworks.json"] += harvest_framework(
-                    fetch, index.name, pages[canonicalize_name(cfg["project"])], cfg)
-        by_project = {cfg["project"]: pages[canonicalize_name(cfg["project"])]
-                      for cfg in sources.cuda_toolkits if canonicalize_name(cfg["project"]) in pages}
+                    fetch, index.name, pages[canonicalize_name(cfg["project"])], cfg
+                )
+        by_project = {
+            cfg["project"]: pages[canonicalize_name(cfg["project"])]
+            for cfg in sources.cuda_toolkits
+            if canonicalize_name(cfg["project"]) in pages
+        }
         for cfg in sources.cuda_toolkits:
             companion = cfg.get("host_config_project")
             if companion and canonicalize_name(companion) in pages:
@@ -111,21 +125,31 @@ def harvest(fetch: Fetcher, sources: Sources, indexes: list[Index]) -> dict[str,
     return records
 
 
-def _finish(file: str, new: list[dict[str, Any]], old: list[dict[str, Any]], harvested: set[str]) -> list:
+def _finish(
+    file: str, new: list[dict[str, Any]], old: list[dict[str, Any]], harvested: set[str]
+) -> list:
     previous = {identity(file, r): r for r in old}
     out = []
     for record in new:  # unchanged facts keep the date they were first seen
         before = previous.get(identity(file, record))
-        out.append(before if before is not None and comparable(before) == comparable(record) else record)
+        out.append(
+            before if before is not None and comparable(before) == comparable(record) else record
+        )
     keys = {identity(file, r) for r in out}
-    out += [r for r in old if _source_index(file, r) not in harvested and identity(file, r) not in keys]
+    out += [
+        r for r in old if _source_index(file, r) not in harvested and identity(file, r) not in keys
+    ]
     sort_key = {"torch.json": torch_sort_key, "frameworks.json": framework_sort_key}.get(
-        file, lambda r: tuple(int(p) for p in r["cuda"].split(".")))
+        file, lambda r: tuple(int(p) for p in r["cuda"].split("."))
+    )
     return sorted(out, key=sort_key)
 
 
-def update_matrix(matrix_dir: str | Path, options: UpdateOptions | None = None,
-                  progress: Callable[[str], None] | None = None) -> UpdateResult:
+def update_matrix(
+    matrix_dir: str | Path,
+    options: UpdateOptions | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> UpdateResult:
     options = options or UpdateOptions()
     matrix_dir = Path(matrix_dir)
     report = progress or (lambda _line: None)
@@ -135,9 +159,19 @@ def update_matrix(matrix_dir: str | Path, options: UpdateOptions | None = None,
     old = snapshot.load(matrix_dir)
     today = options.today or dt.datetime.now(dt.timezone.utc).date().isoformat()
     cache = Cache(options.cache_dir, offline=options.offline)
-    http = None if options.offline else Http(HttpOptions(
-        timeout=options.timeout, retries=options.retries, backoff=options.backoff,
-        ca_cert=options.ca_cert, jobs=options.jobs))
+    http = (
+        None
+        if options.offline
+        else Http(
+            HttpOptions(
+                timeout=options.timeout,
+                retries=options.retries,
+                backoff=options.backoff,
+                ca_cert=options.ca_cert,
+                jobs=options.jobs,
+            )
+        )
+    )
     pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="envgen-harvest")
     try:
         fetch = Fetcher(http, cache, pool, report, aliases, today)
@@ -159,8 +193,9 @@ def update_matrix(matrix_dir: str | Path, options: UpdateOptions | None = None,
         texts[file] = snapshot.dumps(new_docs[file])
     diff = diff_snapshots(old, new_docs)
     written = False
-    if options.write and (diff["changes"] or any(
-            not (matrix_dir / "harvested" / f).exists() for f in texts)):
+    if options.write and (
+        diff["changes"] or any(not (matrix_dir / "harvested" / f).exists() for f in texts)
+    ):
         report(f"writing {len(texts)} files to {matrix_dir / 'harvested'}")
         snapshot.write(matrix_dir, texts)
         written = True

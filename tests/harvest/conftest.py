@@ -7,8 +7,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from index_server import IndexServer  # noqa: E402
-from mini_pypi import make_matrix, populate  # noqa: E402
+from index_server import IndexServer
+from mini_pypi import make_matrix, populate
 
 
 @pytest.fixture
@@ -26,5 +26,11 @@ def mini_matrix(tmp_path, index_server) -> Path:
 @pytest.fixture
 def fast(tmp_path):
     """UpdateOptions kwargs for quick tests: tiny timeouts/backoff, a private cache."""
-    return {"cache_dir": tmp_path / "cache", "timeout": 2.0, "retries": 2, "backoff": 0.01,
-            "today": "2026-11-21", "jobs": 4}
+    return {
+        "cache_dir": tmp_path / "cache",
+        "timeout": 2.0,
+        "retries": 2,
+        "backoff": 0.01,
+        "today": "2026-11-21",
+        "jobs": 4,
+    }

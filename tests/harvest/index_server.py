@@ -61,12 +61,23 @@ def _page_body(state: IndexState, page: str, host: str, want_json: bool) -> tupl
             href = f"http://{host}{path}"
         entries.append((f, href))
     if want_json:
-        doc = {"meta": {"api-version": "1.1"}, "name": page.strip("/").split("/")[-1], "files": [
-            {"filename": f.filename, "url": href, "hashes": {"sha256": f.sha256},
-             "requires-python": f.requires_python, "upload-time": f.upload_time,
-             "core-metadata": {"sha256": hashlib.sha256(f.metadata).hexdigest()}
-             if f.advertise_metadata and f.metadata else False}
-            for f, href in entries]}
+        doc = {
+            "meta": {"api-version": "1.1"},
+            "name": page.strip("/").split("/")[-1],
+            "files": [
+                {
+                    "filename": f.filename,
+                    "url": href,
+                    "hashes": {"sha256": f.sha256},
+                    "requires-python": f.requires_python,
+                    "upload-time": f.upload_time,
+                    "core-metadata": {"sha256": hashlib.sha256(f.metadata).hexdigest()}
+                    if f.advertise_metadata and f.metadata
+                    else False,
+                }
+                for f, href in entries
+            ],
+        }
         return json.dumps(doc).encode(), "application/vnd.pypi.simple.v1+json"
     lines = ["<!DOCTYPE html><html><body><h1>Links</h1>"]
     for f, href in entries:
@@ -75,7 +86,9 @@ def _page_body(state: IndexState, page: str, host: str, want_json: bool) -> tupl
             attrs += f' data-requires-python="{html.escape(f.requires_python)}"'
         if f.advertise_metadata and f.metadata:
             attrs += f' data-dist-info-metadata="sha256={hashlib.sha256(f.metadata).hexdigest()}"'
-        lines.append(f'<a href="{href}#sha256={f.sha256}"{attrs}>{html.escape(f.filename)}</a><br/>')
+        lines.append(
+            f'<a href="{href}#sha256={f.sha256}"{attrs}>{html.escape(f.filename)}</a><br/>'
+        )
     lines.append("</body></html>")
     return "\n".join(lines).encode(), "text/html"
 
@@ -87,8 +100,13 @@ def make_handler(state: IndexState):
         def log_message(self, *args) -> None:
             pass
 
-        def _send(self, status: int, body: bytes = b"", headers: dict[str, str] | None = None,
-                  length: int | None = None) -> None:
+        def _send(
+            self,
+            status: int,
+            body: bytes = b"",
+            headers: dict[str, str] | None = None,
+            length: int | None = None,
+        ) -> None:
             self.send_response(status)
             for k, v in (headers or {}).items():
                 self.send_header(k, v)
@@ -124,8 +142,11 @@ def make_handler(state: IndexState):
                     start, end = max(0, size - int(m[2])), size - 1
                 else:
                     start, end = int(m[1]), min(int(m[2]) if m[2] else size - 1, size - 1)
-                return self._send(206, body[start:end + 1], {
-                    "Content-Type": ctype, "Content-Range": f"bytes {start}-{end}/{size}"})
+                return self._send(
+                    206,
+                    body[start : end + 1],
+                    {"Content-Type": ctype, "Content-Range": f"bytes {start}-{end}/{size}"},
+                )
             if extra.get("ETag") and self.headers.get("If-None-Match") == extra["ETag"]:
                 return self._send(304, b"", extra)
             self._send(200, body, {"Content-Type": ctype, **extra})
@@ -137,7 +158,11 @@ def make_handler(state: IndexState):
                 body, ctype = _page_body(state, path, self.headers["Host"], want_json)
                 return body, ctype, {"ETag": '"' + hashlib.sha256(body).hexdigest()[:16] + '"'}
             if path in state.files:
-                return state.files[path].data, "application/octet-stream", {"Accept-Ranges": "bytes"}
+                return (
+                    state.files[path].data,
+                    "application/octet-stream",
+                    {"Accept-Ranges": "bytes"},
+                )
             if path.endswith(".metadata") and path[: -len(".metadata")] in state.files:
                 meta = state.files[path[: -len(".metadata")]].metadata
                 if meta is not None:

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 import pytest
+from mini_pypi import tree
 
 from envgen.errors import HarvestError, NetworkError
 from envgen.harvest import snapshot
 from envgen.harvest.update import UpdateOptions, update_matrix
-from mini_pypi import tree
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
@@ -23,7 +23,9 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def committed(mini_matrix, fast):
     """A matrix with a snapshot already written (the 'old' snapshot)."""
-    update_matrix(mini_matrix, UpdateOptions(write=True, **{**fast, "cache_dir": fast["cache_dir"] / "seed"}))
+    update_matrix(
+        mini_matrix, UpdateOptions(write=True, **{**fast, "cache_dir": fast["cache_dir"] / "seed"})
+    )
     return mini_matrix
 
 
@@ -32,7 +34,9 @@ def test_persistent_5xx(committed, index_server, fast):
     index_server.state.faults["/simple/torch/"] = ["500"] * 10
     with pytest.raises(NetworkError) as err:
         update_matrix(committed, UpdateOptions(write=True, **fast))
-    assert f"GET {index_server.url}/simple/torch/ failed after 3 attempts: HTTP 500" in str(err.value)
+    assert f"GET {index_server.url}/simple/torch/ failed after 3 attempts: HTTP 500" in str(
+        err.value
+    )
     assert "--index NAME=URL" in str(err.value) and "--offline" in str(err.value)
     assert tree(committed) == before
 
@@ -48,8 +52,12 @@ def test_transient_5xx_is_retried(committed, index_server, fast):
 def test_timeout(committed, index_server, fast):
     before = tree(committed)
     index_server.state.faults["/simple/colossalai/"] = ["sleep:1.0"] * 3
-    with pytest.raises(NetworkError, match=r"/simple/colossalai/ failed after 2 attempts: timed out after 0.3s"):
-        update_matrix(committed, UpdateOptions(write=True, **{**fast, "timeout": 0.3, "retries": 1}))
+    with pytest.raises(
+        NetworkError, match=r"/simple/colossalai/ failed after 2 attempts: timed out after 0.3s"
+    ):
+        update_matrix(
+            committed, UpdateOptions(write=True, **{**fast, "timeout": 0.3, "retries": 1})
+        )
     assert tree(committed) == before
 
 
@@ -66,8 +74,11 @@ def test_metadata_without_name_version(committed, index_server, fast):
     before = tree(committed)
     served = index_server.state.files["/files/torch-2.5.1-cp313-cp313-manylinux1_x86_64.whl"]
     served.metadata = b"Metadata-Version: 2.1\nRequires-Dist: filelock\n"
-    with pytest.raises(HarvestError, match=r"torch-2.5.1-cp313-cp313-manylinux1_x86_64.whl.metadata: "
-                                           r"metadata is truncated or invalid \(no Name/Version\)"):
+    with pytest.raises(
+        HarvestError,
+        match=r"torch-2.5.1-cp313-cp313-manylinux1_x86_64.whl.metadata: "
+        r"metadata is truncated or invalid \(no Name/Version\)",
+    ):
         update_matrix(committed, UpdateOptions(write=True, **fast))
     assert tree(committed) == before
 
@@ -87,10 +98,27 @@ def test_range_ignored_downloads_whole_file(mini_matrix, index_server, fast):
 
 
 def _run_cli(matrix: Path, fast: dict, env: dict[str, str] | None = None) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "envgen.harvest", "--matrix-dir", str(matrix), "--write",
-           "--cache-dir", str(fast["cache_dir"] / "kill"), "--jobs", "2", "--timeout", "5"]
-    return subprocess.Popen(cmd, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    cmd = [
+        sys.executable,
+        "-m",
+        "envgen.harvest",
+        "--matrix-dir",
+        str(matrix),
+        "--write",
+        "--cache-dir",
+        str(fast["cache_dir"] / "kill"),
+        "--jobs",
+        "2",
+        "--timeout",
+        "5",
+    ]
+    return subprocess.Popen(
+        cmd,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
 
 
 def _assert_old_snapshot(matrix: Path, before: dict[str, bytes]) -> None:
@@ -102,12 +130,20 @@ def _assert_old_snapshot(matrix: Path, before: dict[str, bytes]) -> None:
 def test_killed_while_fetching(committed, index_server, fast):
     from mini_pypi import add_wheel, torch_metadata
 
-    add_wheel(index_server, "torch", "torch-2.5.2-cp311-cp311-manylinux1_x86_64.whl", torch_metadata("2.5.2"))
+    add_wheel(
+        index_server,
+        "torch",
+        "torch-2.5.2-cp311-cp311-manylinux1_x86_64.whl",
+        torch_metadata("2.5.2"),
+    )
     before = tree(committed)
     index_server.state.delay = 0.3
     proc = _run_cli(committed, fast)
     deadline = time.time() + 20
-    while not any(p.startswith("/files/") for p, _ in index_server.state.log[-3:]) and time.time() < deadline:
+    while (
+        not any(p.startswith("/files/") for p, _ in index_server.state.log[-3:])
+        and time.time() < deadline
+    ):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
@@ -117,7 +153,12 @@ def test_killed_while_fetching(committed, index_server, fast):
 def test_killed_while_writing(committed, index_server, fast):
     from mini_pypi import add_wheel, torch_metadata
 
-    add_wheel(index_server, "torch", "torch-2.5.2-cp311-cp311-manylinux1_x86_64.whl", torch_metadata("2.5.2"))
+    add_wheel(
+        index_server,
+        "torch",
+        "torch-2.5.2-cp311-cp311-manylinux1_x86_64.whl",
+        torch_metadata("2.5.2"),
+    )
     before = tree(committed)
     proc = _run_cli(committed, fast, {"ENVGEN_TEST_WRITE_DELAY": "5"})
     deadline = time.time() + 30
@@ -128,10 +169,14 @@ def test_killed_while_writing(committed, index_server, fast):
     assert staging, proc.communicate()
     proc.send_signal(signal.SIGKILL)
     proc.communicate()
-    assert tree(committed / "harvested") == {k[len("harvested/"):]: v for k, v in before.items()
-                                             if k.startswith("harvested/")}
+    assert tree(committed / "harvested") == {
+        k[len("harvested/") :]: v for k, v in before.items() if k.startswith("harvested/")
+    }
     _assert_old_snapshot(committed, before)
     # and a later run completes the update
     result = update_matrix(committed, UpdateOptions(write=True, **fast))
-    assert result.written and '"version": "2.5.2"' in (committed / "harvested" / "torch.json").read_text()
+    assert (
+        result.written
+        and '"version": "2.5.2"' in (committed / "harvested" / "torch.json").read_text()
+    )
     assert not list(committed.glob(".harvested*"))

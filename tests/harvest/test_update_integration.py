@@ -18,20 +18,35 @@ def test_full_harvest(mini_matrix, index_server, fast):
     keyed = {(b["version"], b["platform"], tuple(b["python"])): b for b in torch}
     b = keyed[("2.5.1", "linux-x86_64", ("3.11",))]
     assert (b["cuda"], b["cuda_from"], b["nccl"], b["cudnn"], b["triton"], b["glibc"]) == (
-        "12.4", "nvidia-cuda-runtime-cu12==12.4.127", "2.21.5", "9.1.0.70", "3.1.0", "2.5")
+        "12.4",
+        "nvidia-cuda-runtime-cu12==12.4.127",
+        "2.21.5",
+        "9.1.0.70",
+        "3.1.0",
+        "2.5",
+    )
     assert b["source"] if "source" in b else b["sources"][0]["uploaded"] == "2024-10-29"
     assert keyed[("2.5.1", "linux-x86_64", ("3.13",))]["triton"] is None  # marker python < 3.13
     assert keyed[("2.5.1", "linux-aarch64", ("3.11",))]["cuda"] is None  # CPU-only aarch64
     t12 = keyed[("2.12.0", "linux-x86_64", ("3.13t",))]
-    assert (t12["cuda"], t12["cuda_from"], t12["cuda_runtime"]) == ("13.0", "cuda-toolkit==13.0.2", "13.0.2")
+    assert (t12["cuda"], t12["cuda_from"], t12["cuda_runtime"]) == (
+        "13.0",
+        "cuda-toolkit==13.0.2",
+        "13.0.2",
+    )
     t15 = keyed[("2.15.0", "linux-x86_64", ("3.12",))]  # read from the wheel by Range
     assert (t15["cuda"], t15["nccl"], t15["triton"]) == ("13.2", "2.30.7", "~=3.9.0")
     assert {b["version"] for b in torch} == {"2.5.1", "2.12.0", "2.15.0"}  # 1.12, rc, mac, win out
 
     fw = json.loads((mini_matrix / "harvested" / "frameworks.json").read_text())["releases"]
     by = {(r["framework"], r["version"]): r for r in fw}
-    assert set(by) == {("deepspeed", "0.8.0"), ("deepspeed", "0.19.8"), ("colossalai", "0.4.0"),
-                       ("colossalai", "0.5.0"), ("megatron-core", "0.19.2")}
+    assert set(by) == {
+        ("deepspeed", "0.8.0"),
+        ("deepspeed", "0.19.8"),
+        ("colossalai", "0.4.0"),
+        ("colossalai", "0.5.0"),
+        ("megatron-core", "0.19.2"),
+    }
     assert by[("deepspeed", "0.19.8")]["metadata_from"] == "sdist:PKG-INFO"
     assert by[("deepspeed", "0.19.8")]["requires_torch"] == ">=2.0.0"
     assert by[("deepspeed", "0.8.0")]["metadata_from"] == "sdist:requires.txt"
@@ -40,12 +55,23 @@ def test_full_harvest(mini_matrix, index_server, fast):
     assert by[("colossalai", "0.4.0")]["metadata_from"] == "sdist:requirements.txt"
     mc = by[("megatron-core", "0.19.2")]
     assert (mc["metadata_from"], mc["wheel_python"], mc["wheel_glibc"], mc["requires_torch"]) == (
-        "wheel", ["3.12", "3.13"], "2.24", ">=2.6.0")
+        "wheel",
+        ["3.12", "3.13"],
+        "2.24",
+        ">=2.6.0",
+    )
 
     cuda = json.loads((mini_matrix / "harvested" / "cuda.json").read_text())["toolkits"]
     assert [(c["cuda"], c["nvcc_version"], c["max_gcc"]) for c in cuda] == [
-        ("12.1", "12.1.105", 12), ("12.9", "12.9.86", 14), ("13.0", "13.0.88", 15)]
-    assert cuda[0]["archs"][0] == "sm_50" and "sm_90a" in cuda[0]["archs"] and "sm_20" not in cuda[0]["archs"]
+        ("12.1", "12.1.105", 12),
+        ("12.9", "12.9.86", 14),
+        ("13.0", "13.0.88", 15),
+    ]
+    assert (
+        cuda[0]["archs"][0] == "sm_50"
+        and "sm_90a" in cuda[0]["archs"]
+        and "sm_20" not in cuda[0]["archs"]
+    )
     assert cuda[2]["platforms"] == ["linux-aarch64"]
     # only the two members were read from nvcc wheels: Range requests, never a full GET
     nvcc_gets = [h for p, h in index_server.state.log if p.startswith("/files/nvidia_cuda_nvcc")]
@@ -63,10 +89,16 @@ def test_noop_refresh_is_byte_identical_and_new_release_is_added(mini_matrix, in
     # 304s: pages were revalidated with ETag
     assert any("If-None-Match" in h for p, h in index_server.state.log if p == "/simple/torch/")
 
-    add_wheel(index_server, "torch", "torch-2.5.2-cp311-cp311-manylinux1_x86_64.whl", torch_metadata("2.5.2"))
+    add_wheel(
+        index_server,
+        "torch",
+        "torch-2.5.2-cp311-cp311-manylinux1_x86_64.whl",
+        torch_metadata("2.5.2"),
+    )
     result = update_matrix(mini_matrix, UpdateOptions(**{**fast, "today": "2026-12-01"}))
     assert result.diff["files"]["torch.json"]["added"] == [
-        "torch 2.5.2 linux-x86_64 manylinux1_x86_64 py3.11 [pypi]"]
+        "torch 2.5.2 linux-x86_64 manylinux1_x86_64 py3.11 [pypi]"
+    ]
     assert result.changes == 1 and tree(mini_matrix) == before  # not written without write=True
 
 
@@ -76,9 +108,13 @@ def test_offline_uses_cache_and_misses_clearly(mini_matrix, index_server, fast):
     online = update_matrix(mini_matrix, UpdateOptions(**fast))
     offline = update_matrix(mini_matrix, UpdateOptions(offline=True, **fast))
     assert offline.texts == online.texts
-    with pytest.raises(NetworkError, match=r"offline: http://127.0.0.1:\d+/simple/[a-z0-9-]+/ is not in the cache"):
-        update_matrix(mini_matrix, UpdateOptions(**{**fast, "offline": True,
-                                                    "cache_dir": fast["cache_dir"] / "empty"}))
+    with pytest.raises(
+        NetworkError, match=r"offline: http://127.0.0.1:\d+/simple/[a-z0-9-]+/ is not in the cache"
+    ):
+        update_matrix(
+            mini_matrix,
+            UpdateOptions(**{**fast, "offline": True, "cache_dir": fast["cache_dir"] / "empty"}),
+        )
 
 
 def test_pytorch_index_relative_links(mini_matrix, index_server, fast):
@@ -86,9 +122,17 @@ def test_pytorch_index_relative_links(mini_matrix, index_server, fast):
     torch = json.loads(result.texts["torch.json"])["builds"]
     cu = [b for b in torch if b["index"] == "pytorch-cu121"]
     assert len(cu) == 1
-    assert (cu[0]["version"], cu[0]["local"], cu[0]["cuda"], cu[0]["cuda_from"], cu[0]["glibc"],
-            cu[0]["wheel_tag"]) == ("2.1.0", "cu121", "12.1", "local:cu121", None, "linux_x86_64")
-    assert cu[0]["sources"][0]["url"].endswith("/whl/cu121/torch-2.1.0%2Bcu121-cp311-cp311-linux_x86_64.whl")
+    assert (
+        cu[0]["version"],
+        cu[0]["local"],
+        cu[0]["cuda"],
+        cu[0]["cuda_from"],
+        cu[0]["glibc"],
+        cu[0]["wheel_tag"],
+    ) == ("2.1.0", "cu121", "12.1", "local:cu121", None, "linux_x86_64")
+    assert cu[0]["sources"][0]["url"].endswith(
+        "/whl/cu121/torch-2.1.0%2Bcu121-cp311-cp311-linux_x86_64.whl"
+    )
     # advertised metadata was used: no Range request on that wheel
     assert not [p for p, h in index_server.state.log if p.endswith("linux_x86_64.whl")]
 
