@@ -17,7 +17,8 @@ def identity(file: str, record: dict[str, Any]) -> str:
     if file == "torch.json":
         version = record["version"] + (f"+{record['local']}" if record.get("local") else "")
         first = (record.get("python") or ["?"])[0]
-        return f"torch {version} {record['platform']} {record['wheel_tag']} py{first} [{record['index']}]"
+        where = f"{record['platform']} {record['wheel_tag']}"
+        return f"torch {version} {where} py{first} [{record['index']}]"
     if file == "frameworks.json":
         return f"{record['framework']} {record['version']}"
     return f"cuda {record['cuda']}"

@@ -192,7 +192,9 @@ def populate(server: IndexServer) -> None:
                 "colossalai-0.4.0",
                 {
                     "PKG-INFO": "Metadata-Version: 2.1\nName: colossalai\nVersion: 0.4.0\n",
-                    "requirements/requirements.txt": "# core\nnumpy\ntorch>=2.1.0,<2.3.0\n-r extra.txt\n",
+                    "requirements/requirements.txt": (
+                        "# core\nnumpy\ntorch>=2.1.0,<2.3.0\n-r extra.txt\n"
+                    ),
                 },
             ),
         ),

@@ -3,9 +3,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from mini_pypi import tree
 
 from envgen.cli.main import main
-from mini_pypi import tree
 
 pytestmark = pytest.mark.integration
 

@@ -20,13 +20,21 @@ from envgen.harvest.tags import linux_tag, parse_wheel, python_version
 from envgen.harvest.torch_builds import build_facts, pin_value
 
 ALIASES = {"manylinux1": "2.5", "manylinux2010": "2.12", "manylinux2014": "2.17"}
-PYPI_HTML = """<!DOCTYPE html><html><body>
-<a href="https://files.pythonhosted.org/packages/d1/35/torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl#sha256=ABCDEF" data-requires-python="&gt;=3.8.0" data-upload-time="2024-10-29T17:36:04.123Z">torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl</a><br/>
-<a href="https://files.pythonhosted.org/packages/x/y/torch-2.0.0.tar.gz#sha256=00" data-yanked="">torch-2.0.0.tar.gz</a>
-</body></html>"""
-TORCH_INDEX_HTML = """<html><body>
-<a href="../../../whl/cu121/torch-2.1.0%2Bcu121-cp311-cp311-linux_x86_64.whl#sha256=aa" data-dist-info-metadata="sha256=bb">torch-2.1.0+cu121-cp311-cp311-linux_x86_64.whl</a>
-</body></html>"""
+FILES = "https://files.pythonhosted.org/packages"
+PYPI_HTML = (
+    "<!DOCTYPE html><html><body>\n"
+    f'<a href="{FILES}/d1/35/torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl#sha256=ABCDEF" '
+    'data-requires-python="&gt;=3.8.0" data-upload-time="2024-10-29T17:36:04.123Z">'
+    "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl</a><br/>\n"
+    f'<a href="{FILES}/x/y/torch-2.0.0.tar.gz#sha256=00" data-yanked="">torch-2.0.0.tar.gz</a>\n'
+    "</body></html>"
+)
+TORCH_INDEX_HTML = (
+    "<html><body>\n"
+    '<a href="../../../whl/cu121/torch-2.1.0%2Bcu121-cp311-cp311-linux_x86_64.whl#sha256=aa" '
+    'data-dist-info-metadata="sha256=bb">torch-2.1.0+cu121-cp311-cp311-linux_x86_64.whl</a>\n'
+    "</body></html>"
+)
 
 
 def test_parse_pep503_html():
