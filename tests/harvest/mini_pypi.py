@@ -20,7 +20,7 @@ def wheel(filename: str, members: dict[str, bytes | str]) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in members.items():
-            z.writestr(name, data)
+            z.writestr(zipfile.ZipInfo(name, (2024, 1, 1, 0, 0, 0)), data)
     return buf.getvalue()
 
 
@@ -29,7 +29,8 @@ def dist_info(filename: str, metadata: str) -> dict[str, str]:
     return {
         f"{name}/__init__.py": "",
         f"{name}-{version}.dist-info/METADATA": metadata,
-        f"{name}-{version}.dist-info/WHEEL": "Wheel-Version: 1.0\n",
+        # the file name makes every wheel's bytes (so its sha256) distinct
+        f"{name}-{version}.dist-info/WHEEL": f"Wheel-Version: 1.0\nFile: {filename}\n",
     }
 
 
