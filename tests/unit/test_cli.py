@@ -121,3 +121,12 @@ def test_console_script_version_and_help():
     helptext = subprocess.run([sys.executable, "-m", "envgen", "resolve", "--help"],
                               capture_output=True, text=True, check=True).stdout
     assert "examples:" in helptext and "--gpu-arch" in helptext and "Ranking:" in helptext
+
+
+def test_closed_pipe_is_not_an_error(fixture_matrix):
+    import os
+
+    env = {**os.environ, "ENVGEN_MATRIX_DIR": str(fixture_matrix)}
+    proc = subprocess.run(f"{sys.executable} -m envgen resolve --json --limit 0 | head -c 10",
+                          shell=True, capture_output=True, text=True, env=env, check=True)
+    assert proc.stdout.startswith("[") and "Traceback" not in proc.stderr
