@@ -28,7 +28,9 @@ from envgen.harvest.tags import WheelInfo, is_final, parse_wheel
 HOST_CONFIG = "/crt/host_config.h"
 PTXAS = "/bin/ptxas"
 _GNUC = re.compile(rb"#\s*if\s+__GNUC__\s*>\s*(\d+)")
-_COMPUTE = re.compile(rb"\bcompute_(\d{2,3})([af]?)\b")
+# No leading \b: ptxas's string table can glue an entry to the previous string with no NUL
+# between them (13.0.88 has b"...malloccompute_75\x00compute_80"), which \b would miss.
+_COMPUTE = re.compile(rb"compute_(\d{2,3})([af]?)(?![0-9A-Za-z_])")
 
 
 def max_gcc(host_config: bytes) -> int | None:
@@ -44,7 +46,7 @@ def archs(ptxas: bytes) -> list[str]:
 def wheel_facts(fetch: Fetcher, link: FileLink) -> dict[str, Any]:
     """``{"max_gcc": int|None, "archs": [..]|None}`` of one wheel (cached by sha256)."""
     key = file_key(link.sha256, link.url)
-    cached = fetch.cache.get_blob(key, "nvcc-facts.json")
+    cached = fetch.cache.get_blob(key, "nvcc-facts-v2.json")
     if cached is not None:
         return json.loads(cached)
     if fetch.cache.offline or fetch.http is None:
@@ -56,7 +58,7 @@ def wheel_facts(fetch: Fetcher, link: FileLink) -> dict[str, Any]:
             facts["max_gcc"] = max_gcc(data)
         else:
             facts["archs"] = archs(data) or None
-    fetch.cache.put_blob(key, "nvcc-facts.json", json.dumps(facts).encode())
+    fetch.cache.put_blob(key, "nvcc-facts-v2.json", json.dumps(facts).encode())
     return facts
 
 

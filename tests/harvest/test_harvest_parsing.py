@@ -296,3 +296,9 @@ def test_backoff_is_bounded_and_honours_retry_after():
         assert http._backoff(0, 4.0) >= 4.0
     finally:
         http.close()
+
+
+def test_ptxas_compute_entries_glued_to_the_previous_string():
+    # ptxas 13.0.88's string table: "...neri_memcheck_malloccompute_75\0compute_80\0..."
+    table = b"neri_memcheck_malloccompute_75\x00compute_80\x00compute_90a\x00xcompute_1000"
+    assert archs(table) == ["sm_75", "sm_80", "sm_90a"]
