@@ -6,9 +6,10 @@ import argparse
 
 from envgen.cli.context import Context
 from envgen.cli.render import dump_json, table
+from envgen.errors import UsageError
 from envgen.facts import load_facts
 from envgen.facts.model import Facts, to_jsonable
-from envgen.resolve.request import cuda_matches, matcher
+from envgen.resolve.request import cuda_matches, matcher, suggest
 from envgen.versions import dotted_key, parse_version
 
 KINDS = ("summary", "torch", "frameworks", "cuda", "os")
@@ -38,6 +39,10 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def _filtered(facts: Facts, args: argparse.Namespace) -> dict[str, list]:
+    names = list(facts.framework_names)
+    if args.framework is not None and args.framework not in names:
+        raise UsageError(f"unknown framework {args.framework!r}",
+                         hint=f"{suggest(args.framework, names)}known: {', '.join(names)}")
     torch_ok = matcher("--torch", args.torch)
     cuda = args.cuda.removeprefix("cu") if args.cuda else None
     builds = [

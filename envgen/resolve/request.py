@@ -49,7 +49,7 @@ class Request:
         return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.given().items())
 
 
-def _suggest(word: str, choices: list[str]) -> str:
+def suggest(word: str, choices: list[str]) -> str:
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
     return f"did you mean {close[0]!r}? " if close else ""
 
@@ -79,7 +79,7 @@ def validate(request: Request, facts: Facts) -> Request:
         if fw not in names:
             raise UsageError(
                 f"unknown framework {request.framework!r}",
-                hint=f"{_suggest(fw, names)}known frameworks: {', '.join(names)}",
+                hint=f"{suggest(fw, names)}known frameworks: {', '.join(names)}",
             )
         changes["framework"] = fw
     if request.framework_version is not None and request.framework is None:
@@ -95,7 +95,7 @@ def validate(request: Request, facts: Facts) -> Request:
         ids = sorted(facts.oses)
         if request.os not in facts.oses:
             raise UsageError(f"unknown OS {request.os!r}",
-                             hint=f"{_suggest(request.os, ids)}known OS bases: {', '.join(ids)}")
+                             hint=f"{suggest(request.os, ids)}known OS bases: {', '.join(ids)}")
     if request.python is not None and not re.fullmatch(r"3\.\d{1,2}t?", request.python):
         raise UsageError(f"--python {request.python!r} is not a Python version",
                          hint="give major.minor, e.g. --python 3.11 (3.13t for free-threaded)")
@@ -111,7 +111,7 @@ def validate(request: Request, facts: Facts) -> Request:
     platform = _PLATFORM_ALIASES.get(request.platform, request.platform)
     if platform not in PLATFORMS:
         raise UsageError(f"unknown platform {request.platform!r}",
-                         hint=f"{_suggest(platform, list(PLATFORMS))}use one of: "
+                         hint=f"{suggest(platform, list(PLATFORMS))}use one of: "
                          f"{', '.join(PLATFORMS)}")
     changes["platform"] = platform
     if request.gpu_arch is not None:
@@ -119,7 +119,7 @@ def validate(request: Request, facts: Facts) -> Request:
         known = sorted({a for t in facts.toolkits.values() for a in t.archs})
         if known and arch not in known:
             raise UsageError(f"no CUDA toolkit in the matrix knows GPU architecture {arch}",
-                             hint=f"{_suggest(arch, known)}known: {', '.join(known)}")
+                             hint=f"{suggest(arch, known)}known: {', '.join(known)}")
         changes["gpu_arch"] = arch
     if request.driver is not None:
         try:

@@ -130,3 +130,8 @@ def test_closed_pipe_is_not_an_error(fixture_matrix):
     proc = subprocess.run(f"{sys.executable} -m envgen resolve --json --limit 0 | head -c 10",
                           shell=True, capture_output=True, text=True, env=env, check=True)
     assert proc.stdout.startswith("[") and "Traceback" not in proc.stderr
+
+
+def test_matrix_show_unknown_framework_did_you_mean(run):
+    code, _, err = run("matrix", "show", "--kind", "frameworks", "--framework", "deepseed")
+    assert code == 2 and "did you mean 'deepspeed'" in err
