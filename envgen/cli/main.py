@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from envgen import __version__
-from envgen.cli import matrix_show, resolve_cmd
+from envgen.cli import matrix_show, matrix_update, resolve_cmd
 from envgen.cli.context import Context
 from envgen.config import find_config
 from envgen.errors import EnvgenError, UsageError
@@ -73,21 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     msub = matrix.add_subparsers(dest="matrix_command", metavar="SUBCOMMAND",
                                  parser_class=_Parser)
     matrix_show.register(msub, common)
-    try:
-        from envgen.cli import matrix_update
-    except ImportError:  # pragma: no cover - only while the harvester is absent
-        pass
-    else:
-        matrix_update.register(msub, common) if _takes_common(matrix_update) \
-            else matrix_update.register(msub)
+    matrix_update.register(msub, common)
     matrix.set_defaults(func=lambda args, ctx: _missing(matrix))
     return parser
-
-
-def _takes_common(module) -> bool:
-    import inspect
-
-    return len(inspect.signature(module.register).parameters) > 1
 
 
 def _missing(parser: argparse.ArgumentParser) -> int:
@@ -99,8 +87,7 @@ def make_context(args: argparse.Namespace) -> Context:
     from envgen.facts.locate import find_matrix_dir
 
     _, config = find_config()
-    matrix_dir = getattr(args, "matrix_dir", None) or (
-        None if os.environ.get("ENVGEN_MATRIX_DIR") else config.get("matrix-dir"))
+    matrix_dir = getattr(args, "matrix_dir", None) or config.get("matrix-dir")
     return Context(
         matrix_dir=find_matrix_dir(matrix_dir),
         json=getattr(args, "json", False),

@@ -107,13 +107,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         write=args.write,
         indexes=list(args.index),
         all_indexes=args.all_indexes,
-        cache_dir=args.cache_dir,
+        cache_dir=args.cache_dir or ctx.config.get("cache-dir"),
         offline=args.offline,
         jobs=args.jobs,
         timeout=args.timeout,
         retries=args.retries,
         backoff=args.backoff,
-        ca_cert=args.ca_cert,
+        ca_cert=args.ca_cert or ctx.config.get("ca-cert"),
     )
     result = update_matrix(ctx.matrix_dir, options, progress=ctx.progress)
     if ctx.json:

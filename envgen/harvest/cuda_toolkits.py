@@ -24,6 +24,7 @@ from envgen.harvest.fetcher import Fetcher
 from envgen.harvest.remote_zip import read_members
 from envgen.harvest.simple_index import FileLink
 from envgen.harvest.tags import WheelInfo, is_final, parse_wheel
+from envgen.versions import dotted_key
 
 HOST_CONFIG = "/crt/host_config.h"
 PTXAS = "/bin/ptxas"
@@ -137,4 +138,4 @@ def harvest_toolkits(
         old = best.get(record["cuda"])
         if old is None or Version(record["nvcc_version"]) > Version(old["nvcc_version"]):
             best[record["cuda"]] = record
-    return [best[k] for k in sorted(best, key=lambda c: tuple(int(p) for p in c.split(".")))]
+    return [best[k] for k in sorted(best, key=dotted_key)]

@@ -24,7 +24,7 @@ from envgen.harvest.metadata import applies, requirements, wheel_environment, wh
 from envgen.harvest.sdist import read_sdist
 from envgen.harvest.simple_index import FileLink
 from envgen.harvest.tags import WheelInfo, glibc_max, is_final, parse_sdist, parse_wheel
-from envgen.harvest.torch_builds import python_key
+from envgen.versions import python_key
 
 
 def requires_torch(lines, where: str, python: str, arch: str) -> str | None:

@@ -18,6 +18,8 @@ from packaging.utils import (
 )
 from packaging.version import Version
 
+from envgen.versions import dotted_key
+
 _PEP600 = re.compile(r"^manylinux_(\d+)_(\d+)_(?P<arch>.+)$")
 _LEGACY = re.compile(r"^(?P<alias>manylinux\d+)_(?P<arch>.+)$")
 _BARE = re.compile(r"^linux_(?P<arch>.+)$")
@@ -53,10 +55,6 @@ def linux_tag(tag: str, aliases: Mapping[str, str]) -> tuple[str, str | None] | 
     return None
 
 
-def _glibc_key(value: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in value.split("."))
-
-
 def python_version(interpreter: str, abi: str) -> str | None:
     """``cp311``/``cp311`` → ``3.11``; ABI ``cp313t`` → ``3.13t``; ``py3`` → None."""
     match = _CPYTHON.match(interpreter)
@@ -85,7 +83,7 @@ def parse_wheel(filename: str, aliases: Mapping[str, str]) -> WheelInfo | None:
                 arch = arches.pop()
                 versions = [f[1] for f in found if f and f[1]]
                 # The wheel installs where ANY of its tags is satisfied: the lowest glibc wins.
-                glibc = min(versions, key=_glibc_key) if versions else None
+                glibc = min(versions, key=dotted_key) if versions else None
     stem = filename[: -len(".whl")]
     platform_tag = stem.split("-")[-1]
     return WheelInfo(filename, str(name), version, tuple(pythons), platform_tag, arch, glibc)
@@ -104,4 +102,4 @@ def is_final(version: Version) -> bool:
 
 
 def glibc_max(values: list[str]) -> str | None:
-    return max(values, key=_glibc_key) if values else None
+    return max(values, key=dotted_key) if values else None

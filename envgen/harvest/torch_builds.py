@@ -21,6 +21,7 @@ from envgen.harvest.fetcher import Fetcher
 from envgen.harvest.metadata import applies, requirements, wheel_environment, wheel_metadata
 from envgen.harvest.simple_index import FileLink
 from envgen.harvest.tags import WheelInfo, is_final, parse_wheel
+from envgen.versions import python_key
 
 PIN_FIELDS = ("cuda_runtime", "nccl", "cudnn", "triton")
 
@@ -42,10 +43,6 @@ def cuda_of_pin(requirement: Requirement) -> str | None:
         if len(release) >= 2:
             return f"{release[0]}.{release[1]}"
     return None
-
-
-def python_key(python: str) -> tuple[int, ...]:
-    return (*(int(p) for p in python.rstrip("t").split(".")), python.endswith("t"))
 
 
 def select_wheels(

@@ -135,3 +135,23 @@ def test_closed_pipe_is_not_an_error(fixture_matrix):
 def test_matrix_show_unknown_framework_did_you_mean(run):
     code, _, err = run("matrix", "show", "--kind", "frameworks", "--framework", "deepseed")
     assert code == 2 and "did you mean 'deepspeed'" in err
+
+
+def test_config_cache_dir_reaches_matrix_update(run, tmp_path, matrix_copy):
+    import shutil
+    from pathlib import Path
+
+    shutil.copy(Path(__file__).parents[2] / "matrix" / "sources.toml", matrix_copy)
+    (tmp_path / "envgen.toml").write_text(f'matrix-dir = "{matrix_copy}"\ncache-dir = "cachex"\n')
+    before = {p: p.read_bytes() for p in matrix_copy.rglob("*") if p.is_file()}
+    code, _, err = run("matrix", "update", "--offline")
+    assert code == 1
+    assert f"is not in the cache at {tmp_path / 'cachex'}" in err
+    assert {p: p.read_bytes() for p in matrix_copy.rglob("*") if p.is_file()} == before
+
+
+def test_config_matrix_dir_wins_over_environment(run, tmp_path, monkeypatch, fixture_matrix):
+    monkeypatch.setenv("ENVGEN_MATRIX_DIR", str(tmp_path / "nowhere"))
+    (tmp_path / "envgen.toml").write_text(f'matrix-dir = "{fixture_matrix}"\n')
+    code, out, _ = run("matrix", "show")
+    assert code == 0 and "CUDA toolkits    6" in out
