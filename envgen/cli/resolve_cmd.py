@@ -25,7 +25,7 @@ explanation when nothing fits.
 """
 
 AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl", "gpu_arch",
-        "driver", "platform")
+        "driver", "flavor", "platform")
 
 
 def add_request_options(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +41,8 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--driver", metavar="VER", help="installed NVIDIA driver (nvidia-smi), "
                    "e.g. 535.104.05")
     g.add_argument("--platform", metavar="PLAT", help="linux-x86_64 (default) or linux-aarch64")
+    g.add_argument("--flavor", metavar="KIND", help="only combinations whose toolchain this lock "
+                   "flavor can provide: conda (default for make) or venv (pip only; CUDA 13+)")
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:

@@ -17,6 +17,7 @@ from packaging.version import InvalidVersion
 from envgen.errors import DataError
 from envgen.facts.derive import apply_curated_torch, attach_drivers
 from envgen.facts.model import (
+    CudaRule,
     CudaToolkit,
     Facts,
     FrameworkConstraint,
@@ -25,6 +26,7 @@ from envgen.facts.model import (
     OSBase,
     Policy,
     Source,
+    Toolchain,
     TorchBuild,
 )
 from envgen.versions import parse_spec, parse_version, python_key
@@ -252,6 +254,50 @@ def _policy(doc: dict, problems: _Problems) -> Policy:
     )
 
 
+def _cuda_rules(rows: Any, where: str, problems: _Problems) -> tuple[CudaRule, ...]:
+    out = []
+    for i, r in enumerate(rows if isinstance(rows, list) else []):
+        here = f"{where}[{i}]"
+        _require_source(r, here, problems)
+        _check_spec(r.get("cuda"), here, problems)
+        try:
+            out.append(CudaRule(
+                cuda=str(r["cuda"]),
+                channels=tuple(str(c) for c in r.get("channels", ())),
+                specs=tuple(str(c) for c in r.get("specs", ())),
+                requirements=tuple(str(c) for c in r.get("requirements", ())),
+                cuda_home=r.get("cuda_home"),
+                source=r.get("source", ""),
+            ))
+        except (KeyError, TypeError) as exc:
+            problems.add(here, f"malformed rule ({exc!r})")
+    return tuple(out)
+
+
+def _toolchain(doc: dict, problems: _Problems) -> Toolchain | None:
+    if not doc:
+        return None
+    where = "curated/toolchain.toml"
+    conda, venv = doc.get("conda", {}), doc.get("venv", {})
+    for key in ("channels", "specs", "compiler"):
+        if not isinstance(conda.get(key), list):
+            problems.add(where, f"[conda] needs a list '{key}'")
+    _require_source(conda, f"{where} [conda]", problems)
+    _require_source(venv, f"{where} [venv]", problems)
+    virtual = conda.get("virtual", {})
+    _require_source(virtual, f"{where} [conda.virtual]", problems)
+    return Toolchain(
+        conda_channels=tuple(conda.get("channels", ())),
+        conda_specs=tuple(conda.get("specs", ())),
+        conda_compiler=tuple(conda.get("compiler", ())),
+        linux_version=str(virtual.get("linux", "4.18")),
+        conda_cuda=_cuda_rules(conda.get("cuda"), f"{where} conda.cuda", problems),
+        conda_releases={str(k): str(v) for k, v in conda.get("releases", {}).items()},
+        venv_cuda=_cuda_rules(venv.get("cuda"), f"{where} venv.cuda", problems),
+        venv_os_packages={k: tuple(v) for k, v in venv.get("os_packages", {}).items()},
+    )
+
+
 _CACHE: dict[tuple, Facts] = {}
 
 
@@ -272,6 +318,8 @@ def load_facts(matrix_dir: str | Path) -> Facts:
     torch_doc = _read_toml(curated / "torch.toml", problems)
     fw_doc = _read_toml(curated / "frameworks.toml", problems)
     policy_doc = _read_toml(curated / "policy.toml", problems)
+    toolchain_path = curated / "toolchain.toml"
+    toolchain_doc = _read_toml(toolchain_path, problems) if toolchain_path.exists() else {}
 
     builds = _torch_builds(torch_rows, problems)
     builds = apply_curated_torch(torch_doc, builds, problems)
@@ -283,6 +331,7 @@ def load_facts(matrix_dir: str | Path) -> Facts:
         constraints=tuple(_constraints(fw_doc, problems)),
         mismatch_rules=tuple(_mismatch_rules(fw_doc, problems)),
         policy=_policy(policy_doc, problems),
+        toolchain=_toolchain(toolchain_doc, problems),
         generated=generated,
     )
     problems.raise_if_any(matrix_dir)

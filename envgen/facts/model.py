@@ -119,6 +119,50 @@ class Policy:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class CudaRule:
+    """How one lock flavor gets the CUDA compiler and headers for a range of CUDA versions."""
+
+    cuda: str  # PEP 440 specifier over torch's CUDA major.minor
+    channels: tuple[str, ...] = ()  # conda: channels put before the default ones
+    specs: tuple[str, ...] = ()  # conda match specs, with {cuda} {release} placeholders
+    requirements: tuple[str, ...] = ()  # venv: pip requirements
+    cuda_home: str | None = None  # venv: CUDA_HOME relative to site-packages
+    source: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Toolchain:
+    """curated/toolchain.toml: what each lock flavor installs to build the framework's ops."""
+
+    conda_channels: tuple[str, ...]
+    conda_specs: tuple[str, ...]
+    conda_compiler: tuple[str, ...]
+    linux_version: str
+    conda_cuda: tuple[CudaRule, ...]
+    conda_releases: dict[str, str]
+    venv_cuda: tuple[CudaRule, ...]
+    venv_os_packages: dict[str, tuple[str, ...]]
+
+    FLAVORS = ("conda", "venv")
+
+    def rule(self, flavor: str, cuda: str) -> CudaRule | None:
+        """The rule that supplies CUDA ``cuda`` for ``flavor``, or None if it cannot."""
+        from envgen.versions import spec_contains
+
+        rules = self.conda_cuda if flavor == "conda" else self.venv_cuda
+        return next((r for r in rules if spec_contains(r.cuda, cuda)), None)
+
+    def why_not(self, flavor: str, cuda: str) -> str | None:
+        """None when ``flavor`` can provide CUDA ``cuda``; otherwise the reason."""
+        if self.rule(flavor, cuda) is not None:
+            return None
+        rules = self.conda_cuda if flavor == "conda" else self.venv_cuda
+        ranges = ", ".join(r.cuda for r in rules) or "none"
+        return (f"the {flavor} flavor has no CUDA {cuda} compiler (it covers CUDA {ranges}; "
+                f"curated/toolchain.toml)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
     """Everything the resolver needs, loaded and validated from one matrix/ directory."""
 
@@ -129,6 +173,7 @@ class Facts:
     constraints: tuple[FrameworkConstraint, ...]
     mismatch_rules: tuple[MismatchRule, ...]
     policy: Policy
+    toolchain: Toolchain | None = None
     generated: dict[str, Any] = field(default_factory=dict)
 
     @property

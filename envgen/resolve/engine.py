@@ -25,6 +25,7 @@ CONSTRAINTS = {
     "nvcc": "an nvcc for torch's CUDA (exact, or a minor mismatch the framework accepts)",
     "gpu-arch": "the GPU architecture supported by that nvcc",
     "driver": "the driver ≥ the CUDA runtime's minimum",
+    "flavor": "a toolchain for torch's CUDA in the requested lock flavor (toolchain.toml)",
     "framework-python": "the framework release's Python requirement",
     "glibc": "the OS's glibc ≥ the torch wheel's manylinux glibc",
     "gcc": "a gcc for the OS within nvcc's maximum host compiler",
@@ -256,6 +257,8 @@ def iter_feasible(request: Request, facts: Facts, tally: Tally | None = None,
                 bad = checks.toolkit(toolkit, g.cuda)
                 if bad:
                     name, why = bad
+            if why is None and request.flavor and facts.toolchain:
+                why, name = facts.toolchain.why_not(request.flavor, g.cuda), "flavor"
             if why is not None:
                 if tally is not None:
                     tally.add(name, weight, why)

@@ -77,14 +77,18 @@ def _empty_axes(request: Request, facts: Facts, d: Domains) -> list[str]:
     return out
 
 
-def _changes(request: Request, combo) -> dict[str, tuple[str, str]]:
+def _changes(request: Request, combo, relaxed: tuple[str, ...]) -> dict[str, tuple[str, str]]:
     got = combo.to_dict()
     got["framework_version"], got["torch"] = combo.framework_version, combo.torch
     out = {}
     for axis, asked in request.given().items():
+        if axis not in relaxed:  # still honoured by the alternative
+            continue
         value = got.get(axis)
         if axis == "driver":
             value = f"≥ {combo.min_driver}"
+        elif axis == "flavor":
+            value = "conda"
         elif axis == "gpu_arch":
             value = "any of " + ", ".join(combo.cuda_archs[-3:]) if combo.cuda_archs else "?"
         if value is not None and str(value) != str(asked):
@@ -120,7 +124,7 @@ def nearest(request: Request, facts: Facts, make, limit: int = 3) -> list[Altern
             hit = next(islice(iter_feasible(relaxed, facts), 1), None)
             if hit is not None:
                 combo = make(hit, relaxed)
-                out.append(Alternative(axes, _changes(request, combo), combo))
+                out.append(Alternative(axes, _changes(request, combo, axes), combo))
         if out:
             break
     return out[:limit]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
 
 from envgen.errors import UsageError
-from envgen.facts.model import Facts
+from envgen.facts.model import Facts, Toolchain
 from envgen.versions import dotted_key, version_matcher
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64")
@@ -31,6 +31,7 @@ class Request:
     nccl: str | None = None
     gpu_arch: str | None = None
     driver: str | None = None
+    flavor: str | None = None  # lock flavor whose toolchain must exist for the CUDA version
     platform: str = "linux-x86_64"
 
     def given(self) -> dict[str, str]:
@@ -108,6 +109,12 @@ def validate(request: Request, facts: Facts) -> Request:
                              hint="give major.minor such as --cuda 12.1, or a major such as "
                              "--cuda 12")
         changes["cuda"] = cuda
+    if request.flavor is not None:
+        flavors = Toolchain.FLAVORS
+        if request.flavor not in flavors:
+            raise UsageError(f"unknown flavor {request.flavor!r}",
+                             hint=f"{suggest(request.flavor, list(flavors))}use --flavor conda "
+                             "(conda toolchain + pip packages) or --flavor venv (pip only)")
     platform = _PLATFORM_ALIASES.get(request.platform, request.platform)
     if platform not in PLATFORMS:
         raise UsageError(f"unknown platform {request.platform!r}",
