@@ -7,8 +7,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from index_server import IndexServer
 from mini_pypi import make_matrix, populate
+from support.index_server import IndexServer
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from index_server import IndexServer, Served
+from support.index_server import IndexServer, Served
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
