@@ -5,7 +5,13 @@ Recognized keys (all optional)::
 
     matrix-dir = "matrix"          # ENVGEN_MATRIX_DIR
     cache-dir = "~/.cache/envgen"  # ENVGEN_CACHE_DIR
-    ca-cert = "/etc/ssl/certs/corp.pem"   # REQUESTS_CA_BUNDLE
+    ca-cert = "/etc/ssl/certs/corp.pem"   # ENVGEN_CA_CERT
+    out = "locks"                  # where `envgen make` writes
+    channels = ["https://mirror.example/conda-forge"]        # ENVGEN_CHANNELS
+    channel-alias = "https://mirror.example/conda"           # ENVGEN_CHANNEL_ALIAS
+    index-url = "https://pypi.mirror.example/simple"         # ENVGEN_INDEX_URL
+    extra-index-url = ["https://extra.example/simple"]       # ENVGEN_EXTRA_INDEX_URL
+    torch-index-url = "https://torch.mirror.example/whl/cu121"  # ENVGEN_TORCH_INDEX_URL
     [defaults]                     # default resolver options, e.g.
     os = "ubuntu-22.04"
     python = "3.11"
@@ -25,9 +31,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KEYS = {"matrix-dir", "cache-dir", "ca-cert", "defaults"}
+KEYS = {"matrix-dir", "cache-dir", "ca-cert", "defaults", "out", "channels", "channel-alias",
+        "index-url", "extra-index-url", "torch-index-url"}
 DEFAULT_KEYS = {"os", "python", "cuda", "torch", "framework", "framework-version", "gpu-arch",
-                "driver", "platform", "nccl"}
+                "driver", "platform", "nccl", "flavor"}
 
 
 def find_config(start: Path | None = None) -> tuple[Path | None, dict[str, Any]]:
@@ -61,7 +68,7 @@ def _check(path: Path, table: dict[str, Any]) -> dict[str, Any]:
                          hint=f"known: {', '.join(sorted(DEFAULT_KEYS))}")
     base = path.parent
     out = dict(table)
-    for key in ("matrix-dir", "cache-dir", "ca-cert"):
+    for key in ("matrix-dir", "cache-dir", "ca-cert", "out"):
         if key in out:
             out[key] = str((base / Path(out[key]).expanduser()).resolve())
     return out

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from envgen import __version__
-from envgen.cli import matrix_show, matrix_update, resolve_cmd
+from envgen.cli import install_cmd, make_cmd, matrix_show, matrix_update, resolve_cmd
 from envgen.cli.context import Context
 from envgen.config import find_config
 from envgen.errors import EnvgenError, UsageError
@@ -19,13 +19,16 @@ from envgen.errors import EnvgenError, UsageError
 DESCRIPTION = """\
 envgen resolves DeepSpeed / Megatron-Core / Colossal-AI environments that install on the
 first try: OS, Python, CUDA, PyTorch, NCCL and framework versions that are known to fit,
-from a compatibility matrix harvested from the real package indexes.
+from a compatibility matrix harvested from the real package indexes, and locks them (conda +
+pip, every file hash-pinned, nvcc matching torch's CUDA exactly).
 """
 
 EPILOG = """\
 examples:
   envgen resolve --framework deepspeed --cuda 12.1
   envgen resolve --framework megatron-core --gpu-arch sm_90 --driver 535.104.05 --json
+  envgen make --framework deepspeed --cuda 12.1            # locks in ./locks/<id>/
+  envgen install locks/<id> --prefix ./env
   envgen matrix show --kind torch --cuda 12.4
   envgen matrix update            # show what changed on the indexes
   envgen matrix update --write    # and write it into matrix/
@@ -65,6 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"envgen {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     resolve_cmd.register(sub, common)
+    make_cmd.register(sub, common)
+    install_cmd.register(sub, common)
     matrix = sub.add_parser(
         "matrix", help="show or refresh the compatibility matrix", parents=[common],
         description="The compatibility matrix: facts harvested from package indexes plus "

@@ -21,7 +21,6 @@ relative to that handle (or simply reads all three files after :func:`recover`).
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import shutil
@@ -29,12 +28,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from envgen.atomic import exchange, fsync_dir
 from envgen.errors import DataError
 
 FILES = {"torch.json": "builds", "frameworks.json": "releases", "cuda.json": "toolkits"}
 SCHEMA = 1
 COMPLETE = ".complete"
-_RENAME_EXCHANGE = 2
 
 
 def dumps(doc: dict[str, Any]) -> str:
@@ -58,25 +57,6 @@ def load(matrix_dir: Path) -> dict[str, dict[str, Any]]:
             raise DataError(f"{path}: no {key!r} list", hint="git checkout the file, then re-run")
         out[name] = doc
     return out
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        renameat2 = libc.renameat2
-    except (OSError, AttributeError):
-        return False
-    at_fdcwd = -100
-    result = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE)
-    return result == 0
 
 
 def recover(matrix_dir: Path) -> None:
@@ -115,9 +95,9 @@ def write(matrix_dir: Path, texts: dict[str, str]) -> None:
         if delay:
             time.sleep(delay)
     (staging / COMPLETE).touch()
-    _fsync_dir(staging)
-    if target.exists() and _exchange(staging, target):
-        _fsync_dir(matrix_dir)
+    fsync_dir(staging)
+    if target.exists() and exchange(staging, target):
+        fsync_dir(matrix_dir)
         shutil.rmtree(staging)
     else:
         old = matrix_dir / ".harvested.old"
@@ -125,7 +105,7 @@ def write(matrix_dir: Path, texts: dict[str, str]) -> None:
             (target / COMPLETE).touch()
             os.rename(target, old)
         os.rename(staging, target)
-        _fsync_dir(matrix_dir)
+        fsync_dir(matrix_dir)
         shutil.rmtree(old, ignore_errors=True)
     (target / COMPLETE).unlink(missing_ok=True)
-    _fsync_dir(target)
+    fsync_dir(target)

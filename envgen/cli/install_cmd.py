@@ -1,0 +1,61 @@
+"""``envgen install``: materialize a lock directory into a prefix."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from envgen.cli.context import Context
+from envgen.cli.render import dump_json
+from envgen.errors import UsageError
+from envgen.lock import default_cache_dir
+from envgen.lock.install import install
+
+EPILOG = """\
+examples:
+  envgen install locks/deepspeed-0.19.8-torch2.15.0-cu132-py3.12-ubuntu22.04-x86_64 --prefix ./env
+  ./env/bin/python -c "import torch, deepspeed; print(torch.version.cuda)"
+
+Conda flavor: py-rattler downloads each conda package, checks its sha256 against the lock and
+links it; then the prefix's pip installs requirements.lock.txt with --require-hashes --no-deps
+(no resolution on the target; pip.conf and PIP_* index settings are ignored). Venv flavor: a
+venv of the locked Python (it must be installed here), then the same pip step.
+A failed install removes the prefix it created. Exit codes: 0 installed, 1 failure, 2 usage.
+"""
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("install", parents=[common], help="install a lock into a prefix",
+                       description="Install the environment a lock directory describes.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("lock_dir", metavar="DIR", help="a directory `envgen make` wrote")
+    p.add_argument("--prefix", metavar="PATH", required=True,
+                   help="the environment to create (must not exist, or be empty)")
+    p.add_argument("--ca-cert", metavar="FILE", help="CA bundle for a TLS-intercepting proxy")
+    p.add_argument("--cache-dir", metavar="DIR",
+                   help="package cache (default $ENVGEN_CACHE_DIR or ~/.cache/envgen)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    started = time.monotonic()
+    ca_cert = args.ca_cert or ctx.config.get("ca-cert") or os.environ.get("ENVGEN_CA_CERT")
+    if ca_cert and not Path(ca_cert).is_file():
+        raise UsageError(f"--ca-cert {ca_cert}: no such file",
+                         hint="give the path of a PEM bundle with your proxy's CA")
+    cache = args.cache_dir or ctx.config.get("cache-dir")
+    result = install(Path(args.lock_dir), Path(args.prefix),
+                     cache_dir=Path(cache).expanduser() if cache else default_cache_dir(),
+                     ca_cert=Path(ca_cert) if ca_cert else None, progress=ctx.progress)
+    elapsed = time.monotonic() - started
+    if ctx.json:
+        dump_json({"prefix": str(result.prefix), "python": str(result.python),
+                   "conda_packages": result.conda_packages, "pip_packages": result.pip_packages,
+                   "seconds": round(elapsed, 3)}, ctx.out)
+    else:
+        print(f"Installed {result.conda_packages} conda + {result.pip_packages} pip packages "
+              f"into {result.prefix} in {elapsed:.1f} s\n  python: {result.python}",
+              file=ctx.out)
+    return 0

@@ -1,0 +1,187 @@
+"""``envgen make``: resolve the best combination and write its locked environment."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from envgen.cli.context import Context
+from envgen.cli.render import dump_json
+from envgen.cli.resolve_cmd import add_request_options, format_explanation, request_from_args
+from envgen.errors import InfeasibleError, UsageError
+from envgen.facts import load_facts
+from envgen.harvest.sources import load_sources
+from envgen.lock import LockOptions, default_cache_dir, lock, write_lock
+from envgen.lock.plan import CHANNEL_ALIAS
+from envgen.resolve import resolve
+from envgen.resolve.combination import Combination
+
+EPILOG = """\
+examples:
+  envgen make --framework deepspeed --cuda 12.1
+  envgen make --framework deepspeed --cuda 13.2 --flavor venv --out locks
+  envgen make --framework colossalai --python 3.11 --channel https://mirror.example/conda-forge
+  envgen make --framework megatron-core --index-url https://pypi.mirror.example/simple \\
+      --torch-index-url https://torch.mirror.example/whl/cu124 --ca-cert /etc/ssl/corp.pem
+
+Writes OUT/<combination id>/: environment.yml, conda-lock.yml (conda flavor),
+requirements.lock.txt (pip-tools format, --hash for every file) and envgen.lock.json.
+The conda part is solved with py-rattler for the target's platform and virtual packages
+(__cuda, __glibc, __linux from the combination, not this machine); the pip part with
+`uv pip compile` for the target Python and manylinux platform. Same inputs, same bytes.
+
+sources (flag, then envgen.toml / [tool.envgen], then environment variable):
+  --channel          channels            ENVGEN_CHANNELS (space-separated)
+  --channel-alias    channel-alias       ENVGEN_CHANNEL_ALIAS
+  --index-url        index-url           ENVGEN_INDEX_URL
+  --extra-index-url  extra-index-url     ENVGEN_EXTRA_INDEX_URL (space-separated)
+  --torch-index-url  torch-index-url     ENVGEN_TORCH_INDEX_URL
+  --ca-cert          ca-cert             ENVGEN_CA_CERT
+  --cache-dir        cache-dir           ENVGEN_CACHE_DIR
+
+exit codes: 0 written, 1 failure (network, solve, data), 2 usage error or infeasible request.
+"""
+
+
+def add_source_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("sources and network")
+    g.add_argument("--channel", action="append", metavar="NAME_OR_URL",
+                   help="conda channel (repeatable; replaces the defaults: conda-forge, plus "
+                   "nvidia's label for CUDA 11); a name, a URL or a local directory")
+    g.add_argument("--channel-alias", metavar="URL",
+                   help=f"base URL for channel names (default {CHANNEL_ALIAS}); point it at a "
+                   "mirror of anaconda.org")
+    g.add_argument("--index-url", metavar="URL",
+                   help="Python package index replacing PyPI (https://pypi.org/simple)")
+    g.add_argument("--extra-index-url", action="append", metavar="URL",
+                   help="additional Python package index (repeatable)")
+    g.add_argument("--torch-index-url", metavar="URL",
+                   help="replaces PyTorch's index for the combination's CUDA "
+                   "(https://download.pytorch.org/whl/cuXYZ)")
+    g.add_argument("--ca-cert", metavar="FILE",
+                   help="CA bundle for a TLS-intercepting proxy (PEM)")
+    g.add_argument("--cache-dir", metavar="DIR",
+                   help="solver caches (default $ENVGEN_CACHE_DIR or ~/.cache/envgen)")
+    g.add_argument("--offline", action="store_true",
+                   help="use only the caches; fail if something is missing")
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("make", parents=[common], help="resolve and lock an environment",
+                       description="Resolve the best combination for a request and write its "
+                       "conda and pip locks.", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_request_options(p)
+    p.add_argument("--out", metavar="DIR", default=None,
+                   help="where to write <combination id>/ (default: ./locks)")
+    p.add_argument("--exclude-newer", metavar="DATE",
+                   help="ignore packages published after DATE (RFC 3339, e.g. 2026-11-01) "
+                   "so a re-lock later gives the same result")
+    add_source_options(p)
+    p.set_defaults(func=run)
+
+
+def _setting(args: argparse.Namespace, ctx: Context, name: str, env: str, many: bool = False):
+    value = getattr(args, name.replace("-", "_"), None)
+    if value is None:
+        value = ctx.config.get(name)
+    if value is None and os.environ.get(env):
+        value = os.environ[env].split() if many else os.environ[env]
+    if many and isinstance(value, str):
+        value = value.split()
+    return value
+
+
+def options_from_args(args: argparse.Namespace, ctx: Context) -> LockOptions:
+    ca_cert = _setting(args, ctx, "ca-cert", "ENVGEN_CA_CERT")
+    if ca_cert and not Path(ca_cert).is_file():
+        raise UsageError(f"--ca-cert {ca_cert}: no such file",
+                         hint="give the path of a PEM bundle with your proxy's CA")
+    channels = (args.channel or ctx.config.get("channels")
+                or os.environ.get("ENVGEN_CHANNELS", "").split())
+    if isinstance(channels, str):
+        channels = channels.split()
+    cache = _setting(args, ctx, "cache-dir", "ENVGEN_CACHE_DIR")
+    return LockOptions(
+        flavor=args.flavor or "conda",
+        channels=tuple(channels) if channels else None,
+        channel_alias=_setting(args, ctx, "channel-alias", "ENVGEN_CHANNEL_ALIAS")
+        or CHANNEL_ALIAS,
+        index_url=_setting(args, ctx, "index-url", "ENVGEN_INDEX_URL"),
+        extra_index_urls=tuple(_setting(args, ctx, "extra-index-url", "ENVGEN_EXTRA_INDEX_URL",
+                                        many=True) or ()),
+        torch_index_url=_setting(args, ctx, "torch-index-url", "ENVGEN_TORCH_INDEX_URL"),
+        exclude_newer=getattr(args, "exclude_newer", None),
+        offline=bool(getattr(args, "offline", False)),
+        cache_dir=Path(cache).expanduser() if cache else default_cache_dir(),
+        ca_cert=Path(ca_cert) if ca_cert else None,
+    )
+
+
+def choose(args: argparse.Namespace, ctx: Context, facts) -> Combination:
+    request = request_from_args(args, ctx)
+    if request.flavor is None:
+        from dataclasses import replace
+
+        request = replace(request, flavor="conda")
+    try:
+        return resolve(request, facts, limit=1)[0]
+    except InfeasibleError as exc:
+        if ctx.json:
+            dump_json({"error": exc.message, "explanation": exc.explanation.to_dict()}, ctx.out)
+        else:
+            exc.report = format_explanation(exc.explanation)
+        raise
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    started = time.monotonic()
+    facts = load_facts(ctx.matrix_dir)
+    options = options_from_args(args, ctx)
+    combo = choose(args, ctx, facts)
+    ctx.progress(f"resolved {combo.id}")
+    sources = {i.name: i.url for i in load_sources(ctx.matrix_dir).indexes}
+    result = lock(facts, combo, options, sources, progress=ctx.progress)
+    out = Path(args.out or ctx.config.get("out") or "locks")
+    target = write_lock(out, result)
+    elapsed = time.monotonic() - started
+    if ctx.json:
+        dump_json({
+            "id": combo.id, "directory": str(target), "flavor": result.plan.flavor,
+            "lock_hash": result.lock_hash, "inputs_hash": result.plan.inputs_hash(),
+            "files": sorted(result.files), "conda_packages": len(result.conda),
+            "pip_packages": len(result.pip), "nvcc": result.nvcc, "gcc": result.plan.gcc,
+            "combination": combo.to_dict(), "seconds": round(elapsed, 3),
+        }, ctx.out)
+        return 0
+    toolkit = facts.toolkits.get(combo.nvcc)
+    print(summary(result, combo, target, elapsed, toolkit.max_gcc if toolkit else None),
+          file=ctx.out)
+    return 0
+
+
+def summary(result, c: Combination, target: Path, elapsed: float, max_gcc: int | None) -> str:
+    plan = result.plan
+    src = "PyPI" if c.torch_index == "pypi" else c.torch_index
+    if plan.flavor == "conda":
+        tool = (f"conda: cuda-nvcc {result.nvcc} = torch's CUDA {c.cuda}; gcc {plan.gcc} "
+                f"(nvcc {c.cuda} accepts ≤ {max_gcc or '?'}); libaio, ninja")
+    else:
+        tool = (f"pip: nvcc {result.nvcc} = torch's CUDA {c.cuda}; from the OS: "
+                f"{' '.join(plan.os_packages)}")
+    lines = [
+        f"Locked {c.id}",
+        f"  {c.framework} {c.framework_version} + {c.torch_pin} ({src}), Python {c.python}, "
+        f"{c.os}, {c.platform}",
+        f"  toolchain ({tool})",
+        f"  {len(result.conda)} conda + {len(result.pip)} pip packages, every file hash-pinned; "
+        f"lock hash {result.lock_hash[:19]}…",
+    ]
+    lines += [f"  note: {n}" for n in c.notes if "curated data only" not in n]
+    files = "  ".join(sorted(result.files))
+    lines.append(f"Wrote {target}/  ({files})  in {elapsed:.1f} s")
+    lines.append(f"Install: envgen install {target} --prefix ./env")
+    return "\n".join(lines)
+

@@ -1,0 +1,115 @@
+"""Lock a resolved combination: conda part with py-rattler, pip part with uv, files written
+atomically. ``lock()`` returns the rendered files; ``write_lock()`` puts them on disk."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from envgen import __version__
+from envgen.atomic import write_dir
+from envgen.errors import EnvgenError
+from envgen.facts.model import Facts
+from envgen.lock.conda_solve import CondaPackage, solve_conda
+from envgen.lock.files import MANIFEST, Solved, lock_hash, render
+from envgen.lock.pip_compile import PipPackage, compile_pip, uv_version
+from envgen.lock.plan import LockOptions, LockPlan, make_plan
+from envgen.resolve.combination import Combination
+from envgen.versions import dotted_key
+
+__all__ = ["LockOptions", "LockResult", "default_cache_dir", "lock", "write_lock"]
+
+
+@dataclass(frozen=True)
+class LockResult:
+    plan: LockPlan
+    files: dict[str, str]
+    lock_hash: str
+    conda: tuple[CondaPackage, ...]
+    pip: tuple[PipPackage, ...]
+    nvcc: str | None
+
+
+def default_cache_dir() -> Path:
+    """$ENVGEN_CACHE_DIR, else $XDG_CACHE_HOME/envgen (~/.cache/envgen)."""
+    env = os.environ.get("ENVGEN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "envgen"
+
+
+def tool_versions() -> dict[str, str]:
+    return {"envgen": __version__, "py-rattler": metadata.version("py-rattler"),
+            "uv": uv_version()}
+
+
+def _check_toolchain(plan: LockPlan, conda: list[CondaPackage], pip: list[PipPackage],
+                     facts: Facts) -> str | None:
+    """The solvers honoured the specs; still, prove the promise: the locked nvcc is torch's
+    CUDA major.minor and the locked gcc is within that nvcc's maximum."""
+    combo = plan.combination
+    nvcc = next((p.version for p in conda if p.name == "cuda-nvcc"), None)
+    if nvcc is None:
+        nvcc = next((p.version for p in pip if p.name.startswith("nvidia-cuda-nvcc")), None)
+    if nvcc is None:
+        raise EnvgenError(f"the lock for {combo.id} holds no CUDA compiler",
+                          hint="check the specs in matrix/curated/toolchain.toml")
+    if dotted_key(nvcc)[:2] != dotted_key(combo.cuda)[:2]:
+        raise EnvgenError(f"the solvers locked nvcc {nvcc}, but torch {combo.torch_pin} is "
+                          f"built for CUDA {combo.cuda}",
+                          hint="the channel/index lacks nvcc for that CUDA; add one that has it "
+                          "(--channel / --extra-index-url)")
+    toolkit = facts.toolkits.get(combo.nvcc)
+    gcc = next((p.version for p in conda if p.name in ("gxx", "gcc")), None)
+    if gcc and toolkit and toolkit.max_gcc and dotted_key(gcc)[0] > toolkit.max_gcc:
+        raise EnvgenError(f"the lock holds gcc {gcc}; nvcc {combo.cuda} accepts gcc ≤ "
+                          f"{toolkit.max_gcc}", hint="check conda_gcc in curated/policy.toml")
+    return nvcc
+
+
+def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[str, str],
+         progress: Callable[[str], None] = lambda _m: None) -> LockResult:
+    """Solve and render the lock files for ``combo`` (nothing is written)."""
+    plan = make_plan(facts, combo, options, sources)
+    cache = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    conda: list[CondaPackage] = []
+    if plan.conda is not None:
+        conda = solve_conda(plan.conda, cache_dir=cache, offline=options.offline,
+                            ca_cert=options.ca_cert, exclude_newer=options.exclude_newer,
+                            progress=progress)
+    pip = compile_pip(plan.pip.requirements, python_version=plan.pip.python_version,
+                      python_platform=plan.pip.python_platform, index_url=plan.pip.index_url,
+                      extra_index_urls=plan.pip.extra_index_urls, cache_dir=cache,
+                      offline=options.offline, exclude_newer=options.exclude_newer,
+                      ca_cert=options.ca_cert, progress=progress)
+    nvcc = _check_toolchain(plan, conda, pip, facts)
+    solved = Solved(plan=plan, options=options, conda=tuple(conda), pip=tuple(pip),
+                    tools=tool_versions())
+    return LockResult(plan=plan, files=render(solved), lock_hash=lock_hash(solved),
+                      conda=tuple(conda), pip=tuple(pip), nvcc=nvcc)
+
+
+def write_lock(out_dir: Path, result: LockResult) -> Path:
+    """Write ``<out_dir>/<combination id>/`` atomically; returns that directory."""
+    target = Path(out_dir) / result.plan.combination.id
+    write_dir(target, result.files)
+    return target
+
+
+def read_manifest(lock_dir: Path) -> dict:
+    import json
+
+    path = Path(lock_dir) / MANIFEST
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise EnvgenError(f"{lock_dir} is not an envgen lock directory (no {MANIFEST})",
+                          hint="pass the directory `envgen make` wrote, "
+                          "e.g. locks/<combination id>") from None
+    except ValueError as exc:
+        raise EnvgenError(f"{path} is not valid JSON ({exc})",
+                          hint="regenerate the lock with the command in its header") from None

@@ -1,0 +1,203 @@
+"""``envgen install``: materialize a lock directory into a prefix.
+
+Conda flavor: the locked conda packages are downloaded (sha256-verified) and linked by
+py-rattler, then ``<prefix>/bin/python -m pip install --no-deps --require-hashes`` installs the
+pip lock — no dependency resolution happens on the target. Venv flavor: a venv of the locked
+Python, then the same pip step. The lock files are checked against the hashes the manifest
+recorded before anything is installed; a failure removes the prefix it created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from envgen.errors import EnvgenError, NetworkError, UsageError
+from envgen.lock import read_manifest
+from envgen.lock.conda_solve import ca_bundle
+from envgen.lock.files import PIP_LOCK
+from envgen.lock.pip_compile import uv_binary
+
+
+class InstallError(EnvgenError):
+    """Installing a lock failed (hash mismatch, download, link, pip)."""
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    prefix: Path
+    conda_packages: int
+    pip_packages: int
+    python: Path
+
+
+def verify_files(lock_dir: Path, manifest: dict) -> None:
+    """Every file the manifest lists still has the hash it was written with."""
+    for name, want in manifest.get("files", {}).items():
+        path = lock_dir / name
+        try:
+            got = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+        except FileNotFoundError:
+            raise InstallError(f"{path} is missing from the lock directory",
+                               hint="regenerate the lock with the command in its header") from None
+        if got != want:
+            raise InstallError(f"{path} was modified after envgen wrote it (sha256 differs "
+                               "from envgen.lock.json)",
+                               hint="regenerate the lock with the command in its header "
+                               "instead of editing it")
+
+
+def _records(manifest: dict):
+    import rattler
+
+    out = []
+    for p in manifest["conda"]["packages"]:
+        record = rattler.PackageRecord(
+            name=p["name"], version=p["version"], build=rattler.BuildString(p["build"]),
+            build_number=p["build_number"], subdir=p["subdir"], noarch=p.get("noarch"),
+            depends=p.get("depends", []), constrains=p.get("constrains", []),
+            sha256=bytes.fromhex(p["sha256"]), md5=bytes.fromhex(p["md5"]) if p.get("md5")
+            else None, size=p.get("size"))
+        out.append(rattler.RepoDataRecord(record, p["file_name"], p["url"], p["channel"]))
+    return out
+
+
+def _check_local_files(manifest: dict) -> None:
+    """rattler verifies sha256 only for downloads over HTTP(S); check file:// packages here so
+    a local channel or a mounted mirror gets the same guarantee."""
+    for p in manifest["conda"]["packages"]:
+        url = p["url"]
+        if not url.startswith("file://"):
+            continue
+        path = Path(unquote(urlsplit(url).path))
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        except FileNotFoundError:
+            raise InstallError(f"{url} (locked conda package {p['name']}) does not exist",
+                               hint="the local channel changed since the lock was made; "
+                               "regenerate the lock") from None
+        if digest != p["sha256"]:
+            raise InstallError(f"conda package {p['file_name']} does not match the hash in the "
+                               f"lock: sha256 {digest}, locked {p['sha256']}",
+                               hint="the channel serves different bytes than when the lock was "
+                               "made; regenerate the lock, or check the mirror")
+
+
+def _install_conda(manifest: dict, prefix: Path, cache_dir: Path, ca_cert: Path | None,
+                   progress: Callable[[str], None]) -> int:
+    import rattler
+    from rattler import exceptions as rx
+    from rattler.platform import Subdir
+
+    _check_local_files(manifest)
+    records = _records(manifest)
+    progress(f"installing {len(records)} conda packages into {prefix}")
+    try:
+        with ca_bundle(ca_cert):
+            asyncio.run(rattler.install(records, target_prefix=prefix,
+                                        cache_dir=cache_dir / "rattler" / "pkgs",
+                                        platform=Subdir(manifest["conda"]["subdir"]),
+                                        show_progress=False, execute_link_scripts=False))
+    except (rx.InstallerError, rx.TransactionError, rx.LinkError, rx.IoError,
+            rx.ExtractError) as exc:
+        text = str(exc)
+        if "sha256" in text.lower() or "hash" in text.lower() or "md5" in text.lower():
+            raise InstallError(f"a conda package does not match the hash in the lock:\n"
+                               f"    {text}",
+                               hint="the channel serves different bytes than when the lock was "
+                               "made; regenerate the lock, or check the mirror") from None
+        if any(w in text.lower() for w in ("connect", "dns", "request", "download")):
+            raise NetworkError(f"cannot download conda packages: {text}",
+                               hint="check the network, or --ca-cert FILE behind a TLS proxy"
+                               ) from None
+        raise InstallError(f"installing the conda packages failed: {text}",
+                           hint="see the message above") from None
+    return len(records)
+
+
+def _pip_env(ca_cert: Path | None) -> dict[str, str]:
+    """pip sees only the lock's own indexes: no pip.conf, no PIP_* source settings."""
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("PIP_") and k not in ("PIP_CERT", "PIP_DEFAULT_TIMEOUT"))}
+    env["PIP_CONFIG_FILE"] = os.devnull
+    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
+    if ca_cert is not None:
+        env["PIP_CERT"] = str(ca_cert)
+    return env
+
+
+def _make_venv(prefix: Path, python: str, progress: Callable[[str], None]) -> None:
+    progress(f"creating a Python {python} venv at {prefix}")
+    proc = subprocess.run([uv_binary(), "venv", "--seed", "--no-python-downloads", "--no-config",
+                           "--python", python, str(prefix)], capture_output=True, text=True,
+                          check=False)
+    if proc.returncode != 0:
+        raise InstallError(f"cannot create a Python {python} venv: {proc.stderr.strip()}",
+                           hint=f"install Python {python} on this machine (the lock targets it), "
+                           "or use the conda flavor, which brings its own Python")
+
+
+def _install_pip(lock_dir: Path, prefix: Path, ca_cert: Path | None,
+                 progress: Callable[[str], None]) -> int:
+    python = prefix / "bin" / "python"
+    if not python.exists():
+        raise InstallError(f"{python} does not exist after the conda step",
+                           hint="the lock's conda part must contain python")
+    lines = (lock_dir / PIP_LOCK).read_text(encoding="utf-8").splitlines()
+    count = sum(1 for line in lines if line and not line.startswith(("#", "-", " ")))
+    progress(f"installing {count} pip packages (hash-checked, no dependency resolution)")
+    proc = subprocess.run(
+        [str(python), "-m", "pip", "install", "--no-deps", "--require-hashes", "--no-input",
+         "-r", str(lock_dir / PIP_LOCK)],
+        capture_output=True, text=True, env=_pip_env(ca_cert), check=False)
+    if proc.returncode != 0:
+        tail = "\n".join("    " + line for line in proc.stderr.strip().splitlines()[-15:])
+        if "DO NOT MATCH THE HASHES" in proc.stderr:
+            raise InstallError("a pip package does not match the hash in the lock:\n" + tail,
+                               hint="the index serves different bytes than when the lock was "
+                               "made; regenerate the lock, or check the mirror")
+        if any(w in proc.stderr for w in ("NewConnectionError", "ConnectTimeout",
+                                          "Could not fetch", "SSLError")):
+            raise NetworkError("cannot download pip packages:\n" + tail,
+                               hint="check the network, or --ca-cert FILE behind a TLS proxy")
+        raise InstallError("pip failed installing the lock:\n" + tail,
+                           hint="see pip's message above")
+    return count
+
+
+def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | None = None,
+            progress: Callable[[str], None] = lambda _m: None) -> InstallResult:
+    lock_dir, prefix = Path(lock_dir), Path(prefix).absolute()
+    manifest = read_manifest(lock_dir)
+    verify_files(lock_dir, manifest)
+    if prefix.exists() and any(prefix.iterdir()):
+        raise UsageError(f"{prefix} exists and is not empty",
+                         hint="pass a new or empty --prefix (installing over an environment "
+                         "would mix packages the lock does not list)")
+    created = not prefix.exists()
+    try:
+        conda = 0
+        if manifest["flavor"] == "conda":
+            conda = _install_conda(manifest, prefix, cache_dir, ca_cert, progress)
+        else:
+            _make_venv(prefix, manifest["target"]["python"], progress)
+        pip = _install_pip(lock_dir, prefix, ca_cert, progress)
+    except BaseException:
+        if created:
+            shutil.rmtree(prefix, ignore_errors=True)
+        else:  # it was empty: leave it empty
+            for child in list(prefix.iterdir()) if prefix.exists() else []:
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)
+        raise
+    return InstallResult(prefix=prefix, conda_packages=conda, pip_packages=pip,
+                         python=prefix / "bin" / "python")

@@ -1,0 +1,221 @@
+"""Resolve the pip part of a lock with uv, for the target Python and platform.
+
+``uv pip compile --python-version X.Y --python-platform <arch>-manylinux_<glibc>`` resolves for
+a Python this machine may not have (pip-tools cannot). Its PEP 751 output (pylock.toml) lists,
+per package, exactly the distributions usable on the target with URL and sha256 — the pip
+lock and the pip half of conda-lock.yml are both written from it, so uv runs once.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+
+from envgen.errors import EnvgenError, NetworkError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+
+@dataclass(frozen=True, slots=True)
+class Dist:
+    url: str
+    sha256: str
+    filename: str
+
+
+@dataclass(frozen=True, slots=True)
+class PipPackage:
+    name: str
+    version: str
+    wheels: tuple[Dist, ...]
+    sdist: Dist | None
+
+    @property
+    def hashes(self) -> tuple[str, ...]:
+        """Every acceptable file's sha256, sorted (what the requirements lock lists)."""
+        files = [*self.wheels, *([self.sdist] if self.sdist else [])]
+        return tuple(sorted({d.sha256 for d in files}))
+
+    def primary(self, python_version: str, python_platform: str) -> Dist:
+        """The file an installer on the target picks: the wheel with the most specific tag
+        the target supports, else the sdist."""
+        ranked = target_tags(python_version, python_platform)
+        best, best_rank = None, len(ranked)
+        for wheel in self.wheels:
+            try:
+                tags = parse_wheel_filename(wheel.filename)[3]
+            except InvalidWheelFilename:
+                continue
+            rank = min((ranked.get(t, best_rank) for t in tags), default=best_rank)
+            if rank < best_rank:
+                best, best_rank = wheel, rank
+        if best is not None:
+            return best
+        if self.sdist is not None:
+            return self.sdist
+        raise EnvgenError(f"no file of {self.name} {self.version} installs on "
+                          f"Python {python_version} {python_platform}",
+                          hint="report this: uv chose a package without a usable file")
+
+
+_LEGACY = {(2, 17): "manylinux2014", (2, 12): "manylinux2010", (2, 5): "manylinux1"}
+
+
+@functools.lru_cache(maxsize=32)
+def target_tags(python_version: str, python_platform: str) -> dict[Tag, int]:
+    """Wheel tags a CPython ``python_version`` on ``<arch>-manylinux_<major>_<minor>``
+    accepts, most preferred first (rank 0), as pip would order them on that machine."""
+    arch, _, tag = python_platform.partition("-")
+    major, minor = (int(x) for x in tag.removeprefix("manylinux_").split("_")[:2])
+    platforms = []
+    for m in range(minor, -1, -1):
+        platforms.append(f"manylinux_{major}_{m}_{arch}")
+        if (major, m) in _LEGACY:
+            platforms.append(f"{_LEGACY[(major, m)]}_{arch}")
+    platforms.append(f"linux_{arch}")
+    version = tuple(int(x) for x in python_version.split("."))
+    tags = [*cpython_tags(version, platforms=platforms),
+            *compatible_tags(version, platforms=platforms)]
+    return {t: i for i, t in reversed(list(enumerate(tags)))}
+
+
+class PipResolveError(EnvgenError):
+    """uv found no set of versions satisfying the requirements."""
+
+
+def uv_binary() -> str:
+    try:
+        from uv import find_uv_bin
+    except ImportError as exc:  # pragma: no cover - uv is a dependency
+        raise EnvgenError("the uv package is not installed",
+                          hint="pip install uv (envgen depends on it)") from exc
+    return find_uv_bin()
+
+
+def uv_version() -> str:
+    out = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.split()[1] if out.returncode == 0 and out.stdout.split()[1:] else "?"
+
+
+def compile_command(requirements_in: Path, output: Path, *, python_version: str,
+                    python_platform: str, index_url: str, extra_index_urls: tuple[str, ...],
+                    cache_dir: Path, offline: bool, exclude_newer: str | None) -> list[str]:
+    """The exact uv command line (also what the benchmark compares envgen against)."""
+    cmd = [uv_binary(), "pip", "compile", str(requirements_in), "-o", str(output),
+           "--format", "pylock.toml", "--generate-hashes", "--no-header", "--quiet",
+           "--python-version", python_version, "--python-platform", python_platform,
+           # uv must not hunt for (or download) a Python of the target version: markers are
+           # evaluated for --python-version; the running interpreter only hosts the resolve.
+           "--python", sys.executable, "--no-python-downloads", "--no-config",
+           "--cache-dir", str(cache_dir / "uv"), "--index-url", index_url]
+    for url in extra_index_urls:
+        cmd += ["--extra-index-url", url]
+    if extra_index_urls:
+        # torch+cuXYZ lives only on PyTorch's index while its dependencies live on both;
+        # choose the best version across indexes (every file is hash-pinned afterwards).
+        cmd += ["--index-strategy", "unsafe-best-match"]
+    if offline:
+        cmd.append("--offline")
+    if exclude_newer:
+        cmd += ["--exclude-newer", exclude_newer]
+    return cmd
+
+
+_UNREACHABLE = re.compile(
+    r"(?:Failed to fetch|Could not connect|error sending request|dns error|"
+    r"connection (?:refused|reset)|tcp connect error|certificate|Request failed after)",
+    re.IGNORECASE)
+_URL = re.compile(r"`?((?:https?|file)://[^\s`'\"]+)`?")
+
+
+def _failure(stderr: str, urls: list[str], offline: bool) -> EnvgenError:
+    text = stderr.strip()
+    if offline and ("offline" in text.lower() or "cache" in text.lower()):
+        return NetworkError("--offline: the uv cache lacks what this lock needs:\n"
+                            + _indent(text),
+                            hint="run the same `envgen make` once online to fill the cache, "
+                            "or drop --offline")
+    if _UNREACHABLE.search(text):
+        seen = _URL.findall(text)
+        base = next((u for u in urls if any(s.startswith(u) for s in seen)),
+                    seen[0] if seen else ", ".join(urls))
+        tls = "certificate" in text.lower()
+        return NetworkError(
+            f"cannot read Python package index {base}:\n{_indent(text)}",
+            hint=("pass --ca-cert FILE (your proxy's CA bundle)" if tls else
+                  "use a reachable mirror: --index-url URL replaces PyPI, --torch-index-url "
+                  "URL replaces PyTorch's index, --extra-index-url URL adds one"))
+    return PipResolveError(
+        "uv cannot resolve the pip packages for this combination:\n" + _indent(text),
+        hint="the conflicting requirements are named above; try another combination "
+        "(envgen resolve) or an index that has them (--index-url / --extra-index-url)")
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.splitlines()[-25:])
+
+
+def _dist(raw: dict) -> Dist:
+    url = raw.get("url") or raw.get("path") or ""
+    sha = (raw.get("hashes") or {}).get("sha256", "")
+    name = raw.get("name") or url.rsplit("/", 1)[-1].split("#", 1)[0]
+    return Dist(url=url, sha256=sha, filename=name)
+
+
+def parse_pylock(text: str) -> list[PipPackage]:
+    """The packages of a PEP 751 lock, each with its usable distributions."""
+    doc = tomllib.loads(text)
+    out = []
+    for p in doc.get("packages", []):
+        wheels = tuple(_dist(w) for w in p.get("wheels", []))
+        sdist = _dist(p["sdist"]) if p.get("sdist") else None
+        if not wheels and sdist is None:
+            raise EnvgenError(f"uv locked {p.get('name')} without a downloadable file "
+                              f"({p.get('vcs') or p.get('directory') or p.get('archive')})",
+                              hint="lock only index packages: drop direct URL requirements")
+        for d in (*wheels, *([sdist] if sdist else [])):
+            if not d.sha256:
+                raise EnvgenError(f"the index gave no sha256 for {d.url}",
+                                  hint="use an index that publishes hashes (PEP 503 #sha256=)")
+        out.append(PipPackage(name=p["name"], version=str(p["version"]), wheels=wheels,
+                              sdist=sdist))
+    return sorted(out, key=lambda p: p.name)
+
+
+def compile_pip(requirements: tuple[str, ...], *, python_version: str, python_platform: str,
+                index_url: str, extra_index_urls: tuple[str, ...], cache_dir: Path,
+                offline: bool = False, exclude_newer: str | None = None,
+                ca_cert: Path | None = None,
+                progress: Callable[[str], None] = lambda _m: None) -> list[PipPackage]:
+    """Resolve and hash-pin ``requirements`` for the target; one uv run."""
+    progress(f"resolving pip packages for Python {python_version} ({python_platform}) with uv")
+    with tempfile.TemporaryDirectory(prefix="envgen-uv-") as tmp:
+        req_in, out = Path(tmp) / "requirements.in", Path(tmp) / "pylock.toml"
+        req_in.write_text("".join(f"{r}\n" for r in requirements), encoding="utf-8")
+        cmd = compile_command(req_in, out, python_version=python_version,
+                              python_platform=python_platform, index_url=index_url,
+                              extra_index_urls=extra_index_urls, cache_dir=cache_dir,
+                              offline=offline, exclude_newer=exclude_newer)
+        env = dict(os.environ)
+        for key in ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX",
+                    "UV_FIND_LINKS", "PIP_FIND_LINKS", "UV_PYTHON"):
+            env.pop(key, None)  # the lock's sources are exactly the ones named on the line
+        if ca_cert is not None:
+            env["SSL_CERT_FILE"] = str(ca_cert)
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+        if proc.returncode != 0:
+            raise _failure(proc.stderr, [index_url, *extra_index_urls], offline)
+        return parse_pylock(out.read_text(encoding="utf-8"))

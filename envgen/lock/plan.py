@@ -1,0 +1,196 @@
+"""What a lock asks the solvers for: the conda specs and pip requirements of one combination.
+
+Pure: facts + combination + options in, a ``LockPlan`` out. The plan is also what the lock's
+inputs hash covers, so two runs with the same plan must produce the same files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from envgen.errors import DataError, UsageError
+from envgen.facts.model import Facts, Toolchain
+from envgen.resolve.combination import Combination
+from envgen.versions import dotted_key
+
+PYPI = "https://pypi.org/simple"
+CHANNEL_ALIAS = "https://conda.anaconda.org"
+SUBDIRS = {"linux-x86_64": "linux-64", "linux-aarch64": "linux-aarch64"}
+
+
+@dataclass(frozen=True)
+class LockOptions:
+    """How to lock: flavor, where packages come from, and how to reach them."""
+
+    flavor: str = "conda"
+    channels: tuple[str, ...] | None = None  # replaces toolchain.toml's channels entirely
+    channel_alias: str = CHANNEL_ALIAS
+    index_url: str | None = None  # replaces PyPI
+    extra_index_urls: tuple[str, ...] = ()
+    torch_index_url: str | None = None  # replaces PyTorch's index for the combination's CUDA
+    exclude_newer: str | None = None  # RFC 3339 date: ignore packages uploaded later
+    offline: bool = False
+    cache_dir: Path | None = None
+    ca_cert: Path | None = None
+
+
+@dataclass(frozen=True)
+class CondaPlan:
+    channels: tuple[str, ...]  # URLs, in priority order
+    specs: tuple[str, ...]
+    subdir: str
+    virtual: tuple[tuple[str, str, str], ...]  # (name, version, build) of target virtual pkgs
+
+
+@dataclass(frozen=True)
+class PipPlan:
+    requirements: tuple[str, ...]
+    index_url: str
+    extra_index_urls: tuple[str, ...]
+    python_version: str
+    python_platform: str  # uv's --python-platform, e.g. x86_64-manylinux_2_35
+
+
+@dataclass(frozen=True)
+class LockPlan:
+    combination: Combination
+    flavor: str
+    conda: CondaPlan | None
+    pip: PipPlan
+    gcc: int
+    os_packages: tuple[str, ...] = ()  # venv flavor: what the OS must provide
+    env: dict[str, str] = field(default_factory=dict)  # for op builds (CUDA_HOME, arch list)
+    exclude_newer: str | None = None
+
+    def inputs(self) -> dict:
+        """Everything the solvers see; the inputs hash is taken over this."""
+        return {
+            "combination": self.combination.id,
+            "flavor": self.flavor,
+            "conda": asdict(self.conda) if self.conda else None,
+            "pip": asdict(self.pip),
+            "gcc": self.gcc,
+            "os_packages": list(self.os_packages),
+            "exclude_newer": self.exclude_newer,
+        }
+
+    def inputs_hash(self) -> str:
+        blob = json.dumps(self.inputs(), sort_keys=True, separators=(",", ":"))
+        return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+
+
+def channel_url(channel: str, alias: str = CHANNEL_ALIAS) -> str:
+    """conda-forge → https://conda.anaconda.org/conda-forge; a path → file:// URL."""
+    c = channel.strip().rstrip("/")
+    if "://" in c:
+        return c
+    if c.startswith(("/", "./", "../", "~")):
+        return Path(c).expanduser().resolve().as_uri()
+    return f"{alias.rstrip('/')}/{c}"
+
+
+def _fill(template: str, **values: str | int) -> str:
+    try:
+        return template.format(**values)
+    except (KeyError, IndexError) as exc:
+        raise DataError(f"curated/toolchain.toml: unknown placeholder {exc} in {template!r}",
+                        hint="use only {cuda}, {release}, {python} and {gcc}") from None
+
+
+def conda_gcc(facts: Facts, combo: Combination) -> int:
+    """The newest conda-forge gcc that the CUDA toolkit's host_config.h accepts."""
+    toolkit = facts.toolkits.get(combo.nvcc)
+    top = toolkit.max_gcc if toolkit else None
+    usable = [g for g in facts.policy.conda_gcc if top is None or g <= top]
+    if not usable:
+        raise DataError(f"no conda-forge gcc (policy.toml conda_gcc) is ≤ {top}, the maximum "
+                        f"nvcc {combo.nvcc} accepts",
+                        hint="add the conda-forge gcc majors to curated/policy.toml conda_gcc")
+    return max(usable)
+
+
+def python_platform(combo: Combination) -> str:
+    """uv's --python-platform for the target: its arch and the OS's glibc as a manylinux tag."""
+    arch = combo.platform.split("-", 1)[1]
+    major, minor = dotted_key(combo.glibc)[:2]
+    return f"{arch}-manylinux_{major}_{minor}"
+
+
+def torch_requirement(combo: Combination) -> str:
+    return combo.torch_pin
+
+
+def index_urls(facts_sources: dict[str, str], combo: Combination,
+               options: LockOptions) -> tuple[str, tuple[str, ...]]:
+    """(index URL, extra index URLs): PyPI (or its mirror), then PyTorch's index when torch
+    comes from there (or its mirror), then the user's extras."""
+    main = (options.index_url or PYPI).rstrip("/")
+    extras: list[str] = []
+    if combo.torch_index != "pypi":
+        url = options.torch_index_url or facts_sources.get(combo.torch_index)
+        if not url:
+            raise DataError(f"matrix/sources.toml has no index named {combo.torch_index!r}",
+                            hint="add it to matrix/sources.toml, or pass --torch-index-url URL")
+        extras.append(url.rstrip("/"))
+    extras += [u.rstrip("/") for u in options.extra_index_urls if u.rstrip("/") not in extras]
+    return main, tuple(extras)
+
+
+def make_plan(facts: Facts, combo: Combination, options: LockOptions,
+              sources: dict[str, str]) -> LockPlan:
+    """The conda specs and pip requirements that lock ``combo`` in ``options.flavor``."""
+    tc: Toolchain | None = facts.toolchain
+    if tc is None:
+        raise DataError("the matrix has no curated/toolchain.toml",
+                        hint="restore matrix/curated/toolchain.toml from the repository")
+    flavor = options.flavor
+    if flavor not in Toolchain.FLAVORS:
+        raise UsageError(f"unknown flavor {flavor!r}", hint="use --flavor conda or --flavor venv")
+    rule = tc.rule(flavor, combo.cuda)
+    if rule is None:
+        raise UsageError(
+            f"{combo.id} cannot be locked as --flavor {flavor}: {tc.why_not(flavor, combo.cuda)}",
+            hint="use --flavor conda, or ask for a CUDA the flavor covers "
+            "(`envgen resolve --flavor venv` lists them)")
+    index, extras = index_urls(sources, combo, options)
+    env: dict[str, str] = {}
+    requirements = [torch_requirement(combo), f"{combo.framework}=={combo.framework_version}"]
+    if flavor == "conda":
+        gcc = conda_gcc(facts, combo)
+        values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=gcc,
+                      release=tc.conda_releases.get(combo.cuda, combo.cuda))
+        names = options.channels if options.channels is not None else (
+            *(_fill(c, **values) for c in rule.channels), *tc.conda_channels)
+        channels = tuple(dict.fromkeys(channel_url(c, options.channel_alias) for c in names))
+        if not channels:
+            raise UsageError("no conda channels to solve against",
+                             hint="pass --channel NAME_OR_URL (e.g. --channel conda-forge)")
+        specs = [_fill(s, **values) for s in (*tc.conda_specs, *tc.conda_compiler, *rule.specs)]
+        glibc = combo.glibc
+        virtual = (("__archspec", "1", combo.platform.split("-", 1)[1]),
+                   ("__cuda", combo.cuda, "0"),
+                   ("__glibc", glibc, "0"),
+                   ("__linux", tc.linux_version, "0"),
+                   ("__unix", "0", "0"))
+        conda = CondaPlan(channels=channels, specs=tuple(specs),
+                          subdir=SUBDIRS[combo.platform], virtual=virtual)
+        env["CUDA_HOME"] = "$CONDA_PREFIX"
+        os_packages: tuple[str, ...] = ()
+    else:
+        gcc = combo.gcc
+        values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=gcc,
+                      release=combo.cuda)
+        requirements += [_fill(r, **values) for r in rule.requirements]
+        conda = None
+        family = facts.oses[combo.os].family
+        os_packages = tuple(_fill(p, **values) for p in tc.venv_os_packages.get(family, ()))
+        if rule.cuda_home:
+            env["CUDA_HOME"] = f"$SITE_PACKAGES/{rule.cuda_home}"
+    pip = PipPlan(requirements=tuple(requirements), index_url=index, extra_index_urls=extras,
+                  python_version=combo.python.rstrip("t"), python_platform=python_platform(combo))
+    return LockPlan(combination=combo, flavor=flavor, conda=conda, pip=pip, gcc=gcc,
+                    os_packages=os_packages, env=env, exclude_newer=options.exclude_newer)
+
