@@ -142,7 +142,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     options = options_from_args(args, ctx)
     combo = choose(args, ctx, facts)
     ctx.progress(f"resolved {combo.id}")
-    sources = {i.name: i.url for i in load_sources(ctx.matrix_dir).indexes}
+    has_sources = (Path(ctx.matrix_dir) / "sources.toml").exists()
+    sources = ({i.name: i.url for i in load_sources(ctx.matrix_dir).indexes}
+               if has_sources else {})
     result = lock(facts, combo, options, sources, progress=ctx.progress)
     out = Path(args.out or ctx.config.get("out") or "locks")
     target = write_lock(out, result)

@@ -14,6 +14,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,6 +173,17 @@ def _install_pip(lock_dir: Path, prefix: Path, ca_cert: Path | None,
     return count
 
 
+def _remove(prefix: Path) -> None:
+    """Delete a half-installed prefix. rattler's linker runs on its own threads and may
+    still be writing for a moment after it reported the failure, so delete until the
+    directory stays gone."""
+    for _ in range(50):
+        shutil.rmtree(prefix, ignore_errors=True)
+        time.sleep(0.1)
+        if not prefix.exists():
+            return
+
+
 def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | None = None,
             progress: Callable[[str], None] = lambda _m: None) -> InstallResult:
     lock_dir, prefix = Path(lock_dir), Path(prefix).absolute()
@@ -191,7 +203,7 @@ def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | No
         pip = _install_pip(lock_dir, prefix, ca_cert, progress)
     except BaseException:
         if created:
-            shutil.rmtree(prefix, ignore_errors=True)
+            _remove(prefix)
         else:  # it was empty: leave it empty
             for child in list(prefix.iterdir()) if prefix.exists() else []:
                 if child.is_dir() and not child.is_symlink():

@@ -50,10 +50,13 @@ def _record_hash(data: bytes) -> str:
 
 
 def _metadata(name: str, version: str, requires: Iterable[str], requires_python: str | None):
+    requires = list(requires)
     lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}"]
     lines.append("Summary: envgen test stand-in")
     if requires_python:
         lines.append(f"Requires-Python: {requires_python}")
+    extras = dict.fromkeys(re.findall(r"""extra\s*==\s*['"]([^'"]+)['"]""", " ".join(requires)))
+    lines += [f"Provides-Extra: {extra}" for extra in extras]
     lines += [f"Requires-Dist: {req}" for req in requires]
     return "\n".join(lines) + "\n"
 

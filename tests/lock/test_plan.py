@@ -1,0 +1,202 @@
+"""Unit tests of what a lock asks the solvers for, and of the file writers. No network."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from envgen.errors import DataError, UsageError
+from envgen.facts import load_facts
+from envgen.lock.conda_solve import CondaPackage
+from envgen.lock.files import Solved, render
+from envgen.lock.pip_compile import Dist, PipPackage, parse_pylock, target_tags
+from envgen.lock.plan import LockOptions, channel_url, make_plan, python_platform
+from envgen.lock.yaml import dump
+from envgen.resolve import Request, resolve
+
+PYTORCH = {"pytorch-cu118": "https://download.pytorch.org/whl/cu118"}
+
+
+@pytest.fixture
+def lfacts(lock_matrix):
+    return load_facts(lock_matrix)
+
+
+def combo(facts, **kw):
+    return resolve(Request(**kw), facts, limit=1)[0]
+
+
+def test_conda_plan_pins_cuda_and_targets_the_combination(lfacts):
+    c = combo(lfacts, framework="deepspeed", cuda="12.8", python="3.11", os="ubuntu-22.04")
+    plan = make_plan(lfacts, c, LockOptions(), {})
+    assert plan.conda.channels == ("https://conda.anaconda.org/conda-forge",)
+    assert "cuda-version 12.8.*" in plan.conda.specs and "cuda-nvcc" in plan.conda.specs
+    assert {"python 3.11.*", "pip", "ninja", "libaio", "gxx 14.*"} <= set(plan.conda.specs)
+    assert plan.gcc == 14  # newest conda gcc ≤ nvcc 12.8's maximum (14)
+    virtual = {n: (v, b) for n, v, b in plan.conda.virtual}
+    assert virtual["__cuda"] == ("12.8", "0") and virtual["__glibc"] == ("2.35", "0")
+    assert virtual["__archspec"] == ("1", "x86_64")
+    assert plan.pip.requirements == ("torch==2.9.0", "deepspeed==0.18.2")
+    assert plan.pip.python_platform == "x86_64-manylinux_2_35"
+    assert plan.pip.index_url == "https://pypi.org/simple" and plan.pip.extra_index_urls == ()
+
+
+def test_cuda_11_uses_nvidias_labelled_channel_first(lfacts):
+    c = combo(lfacts, cuda="11.8")
+    plan = make_plan(lfacts, c, LockOptions(), PYTORCH)
+    assert plan.conda.channels[0] == "https://conda.anaconda.org/nvidia/label/cuda-11.8.0"
+    assert "cuda-nvcc 11.8.*" in plan.conda.specs
+    assert plan.pip.extra_index_urls == ("https://download.pytorch.org/whl/cu118",)
+    assert c.torch_pin.endswith("+cu118")
+
+
+def test_source_options_replace_defaults(lfacts):
+    c = combo(lfacts, cuda="11.8")
+    opts = LockOptions(channels=("mirror-forge", "/srv/channel"), channel_alias="https://m.x/c",
+                       index_url="https://pypi.m.x/simple/", torch_index_url="https://t.m.x/cu118",
+                       extra_index_urls=("https://extra.x/simple",))
+    plan = make_plan(lfacts, c, opts, PYTORCH)
+    assert plan.conda.channels == ("https://m.x/c/mirror-forge", "file:///srv/channel")
+    assert plan.pip.index_url == "https://pypi.m.x/simple"
+    assert plan.pip.extra_index_urls == ("https://t.m.x/cu118", "https://extra.x/simple")
+
+
+def test_missing_torch_index_is_a_data_error(lfacts):
+    with pytest.raises(DataError, match="--torch-index-url"):
+        make_plan(lfacts, combo(lfacts, cuda="11.8"), LockOptions(), {})
+
+
+def test_venv_plan_takes_nvcc_from_pip_and_gcc_from_the_os(lfacts):
+    c = combo(lfacts, framework="deepspeed", cuda="13.0", os="ubuntu-24.04")
+    plan = make_plan(lfacts, c, LockOptions(flavor="venv"), {})
+    assert plan.conda is None
+    assert plan.pip.requirements[2].startswith("cuda-toolkit[nvcc,") and \
+        plan.pip.requirements[2].endswith("==13.0.*")
+    assert plan.os_packages == ("gcc-13", "g++-13", "libaio-dev")
+    assert plan.env == {"CUDA_HOME": "$SITE_PACKAGES/nvidia/cu13"}
+
+
+def test_venv_on_cuda_12_is_refused_with_the_reason(lfacts):
+    c = combo(lfacts, cuda="12.8")
+    with pytest.raises(UsageError, match=r"venv flavor has no CUDA 12\.8 compiler"):
+        make_plan(lfacts, c, LockOptions(flavor="venv"), {})
+
+
+def test_inputs_hash_changes_with_any_input(lfacts):
+    c = combo(lfacts, cuda="12.8")
+    a = make_plan(lfacts, c, LockOptions(), {}).inputs_hash()
+    assert a == make_plan(lfacts, c, LockOptions(), {}).inputs_hash()
+    assert a != make_plan(lfacts, c, LockOptions(channels=("x",)), {}).inputs_hash()
+    assert a != make_plan(lfacts, c, LockOptions(exclude_newer="2026-01-01"), {}).inputs_hash()
+
+
+def test_channel_url_forms(tmp_path):
+    assert channel_url("conda-forge") == "https://conda.anaconda.org/conda-forge"
+    assert channel_url("https://x.y/z/") == "https://x.y/z"
+    assert channel_url(str(tmp_path)) == tmp_path.as_uri()
+
+
+def test_python_platform_uses_os_glibc(lfacts):
+    assert python_platform(combo(lfacts, cuda="12.8", os="ubuntu-24.04")) == \
+        "x86_64-manylinux_2_39"
+
+
+@pytest.mark.integration
+def test_resolve_cli_flavor_filter(lock_matrix):
+    from support.run import run_envgen
+
+    proc = run_envgen("resolve", "--matrix-dir", str(lock_matrix), "--flavor", "venv", "--json")
+    assert proc.returncode == 0
+    assert {c["cuda"] for c in __import__("json").loads(proc.stdout)} == {"13.0"}
+    bad = run_envgen("resolve", "--matrix-dir", str(lock_matrix), "--flavor", "vnev")
+    assert bad.returncode == 2 and "did you mean 'venv'" in bad.stderr
+
+
+# ---- the writers ---------------------------------------------------------------------------
+
+def _solved(lfacts, flavor="conda"):
+    c = combo(lfacts, cuda="13.0" if flavor == "venv" else "12.8", python="3.11")
+    plan = make_plan(lfacts, c, LockOptions(flavor=flavor), {})
+    conda = (CondaPackage(name="cuda-nvcc", version="12.8.93", build="0", build_number=0,
+                          subdir="linux-64", url="https://c.x/linux-64/cuda-nvcc-12.8.93-0.conda",
+                          sha256="a" * 64, md5="b" * 32, depends=("cuda-version >=12.8,<12.9",
+                                                                  "__glibc >=2.17"),
+                          constrains=(), channel="https://c.x", size=10, noarch=None,
+                          file_name="cuda-nvcc-12.8.93-0.conda"),) if flavor == "conda" else ()
+    wheel = Dist("https://f.x/torch-2.9.0-cp311-cp311-manylinux_2_28_x86_64.whl", "c" * 64,
+                 "torch-2.9.0-cp311-cp311-manylinux_2_28_x86_64.whl")
+    generic = Dist("https://f.x/torch-2.9.0-py3-none-any.whl", "d" * 64,
+                   "torch-2.9.0-py3-none-any.whl")
+    pip = (PipPackage("torch", "2.9.0", (generic, wheel), None),)
+    return Solved(plan=plan, options=LockOptions(flavor=flavor), conda=conda, pip=pip,
+                  tools={"envgen": "t", "py-rattler": "t", "uv": "t"})
+
+
+def test_render_is_deterministic_and_headed(lfacts):
+    files = render(_solved(lfacts))
+    assert files == render(_solved(lfacts))
+    assert list(files) == ["environment.yml", "conda-lock.yml", "requirements.lock.txt",
+                           "envgen.lock.json"]
+    for name, text in files.items():
+        assert "Generated by envgen" in "\n".join(text.splitlines()[:4]), name
+        assert "Regenerate with:" in text
+
+
+def test_conda_lock_uses_the_most_specific_wheel(lfacts):
+    doc = yaml.safe_load(render(_solved(lfacts))["conda-lock.yml"])
+    torch = next(p for p in doc["package"] if p["name"] == "torch")
+    assert torch["url"].endswith("cp311-cp311-manylinux_2_28_x86_64.whl")
+    nvcc = next(p for p in doc["package"] if p["name"] == "cuda-nvcc")
+    assert nvcc["dependencies"] == {"cuda-version": ">=12.8,<12.9", "__glibc": ">=2.17"}
+    assert doc["version"] == 1 and doc["metadata"]["platforms"] == ["linux-64"]
+
+
+def test_requirements_lock_lists_all_hashes(lfacts):
+    text = render(_solved(lfacts))["requirements.lock.txt"]
+    assert f"torch==2.9.0 \\\n    --hash=sha256:{'c' * 64} \\\n    --hash=sha256:{'d' * 64}\n" \
+        in text
+
+
+def test_venv_render_has_no_conda_files(lfacts):
+    assert list(render(_solved(lfacts, "venv"))) == ["requirements.lock.txt",
+                                                     "envgen.lock.json"]
+
+
+def test_yaml_round_trips_tricky_strings():
+    doc = {"a": ["2.5", "3.12.7", "yes", ">=3.8", "- x", "#c", "a: b", "", "~", "*", "1e5",
+                 "https://x/y z", "--index-url https://x", "0x1F", True, None, 7],
+           "n": [{"k": {}, "l": []}, {"m": [[1, 2]]}]}
+    assert yaml.safe_load(dump(doc)) == doc
+
+
+def test_parse_pylock_and_target_tags():
+    text = """lock-version = "1.0"
+[[packages]]
+name = "b"
+version = "1.0"
+wheels = [{ url = "https://x/b-1.0-py3-none-any.whl", hashes = { sha256 = "11" } }]
+[[packages]]
+name = "a"
+version = "2.0"
+sdist = { url = "https://x/a-2.0.tar.gz", hashes = { sha256 = "22" } }
+"""
+    a, b = parse_pylock(text)
+    assert (a.name, a.hashes, a.primary("3.12", "x86_64-manylinux_2_35").url) == \
+        ("a", ("22",), "https://x/a-2.0.tar.gz")
+    assert b.primary("3.12", "x86_64-manylinux_2_35").filename == "b-1.0-py3-none-any.whl"
+    tags = target_tags("3.12", "x86_64-manylinux_2_28")
+    ranks = [tags[t] for t in sorted(tags, key=tags.get)][:1]
+    assert ranks == [0]
+    from packaging.tags import Tag
+
+    assert Tag("cp312", "cp312", "manylinux_2_28_x86_64") in tags
+    assert Tag("cp312", "cp312", "manylinux2014_x86_64") in tags
+    assert Tag("cp312", "cp312", "manylinux_2_34_x86_64") not in tags
+
+
+def test_parse_pylock_rejects_files_without_hashes():
+    from envgen.errors import EnvgenError
+
+    with pytest.raises(EnvgenError, match="no sha256"):
+        parse_pylock('[[packages]]\nname = "a"\nversion = "1"\n'
+                     'wheels = [{ url = "https://x/a-1-py3-none-any.whl" }]\n')
