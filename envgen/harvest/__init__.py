@@ -12,6 +12,13 @@ Nothing here prints; progress goes to an optional callback taking one short line
 
 from __future__ import annotations
 
-from envgen.harvest.update import UpdateOptions, UpdateResult, update_matrix
-
 __all__ = ["UpdateOptions", "UpdateResult", "update_matrix"]
+
+
+def __getattr__(name: str):
+    # Lazy: `envgen make` reads harvest.sources without paying for requests & co.
+    if name in __all__:
+        from envgen.harvest import update
+
+        return getattr(update, name)
+    raise AttributeError(name)
