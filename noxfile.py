@@ -30,9 +30,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Resolver benchmarks over the committed snapshot (medians; see benchmarks/README)."""
+    """Resolver and lock benchmarks (medians; README "Benchmarks"). The lock benchmark
+    resolves its pip part against PyPI, so it needs the network."""
     session.install("-e", ".")
-    session.run("python", "benchmarks/bench_resolve.py", *session.posargs)
+    session.run("python", "benchmarks/bench_resolve.py")
+    session.run("python", "benchmarks/bench_lock.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -102,7 +102,8 @@ def _explain_fetch(exc: Exception, plan: CondaPlan, offline: bool) -> EnvgenErro
             f"--offline: no cached repodata for {channel}",
             hint="run the same `envgen make` once online to fill the cache, or drop --offline")
     return NetworkError(
-        f"cannot read conda channel {channel}: {text.splitlines()[0] if text else exc!r}",
+        f"cannot read conda channel {channel}: "
+        f"{text.splitlines()[0].strip(chr(39) + chr(34)) if text else repr(exc)}",
         hint="replace it with a reachable mirror: --channel URL (repeatable; replaces the "
         "default channels), --channel-alias URL for a mirror of conda.anaconda.org, or "
         "--ca-cert FILE behind a TLS-intercepting proxy")
