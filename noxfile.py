@@ -32,7 +32,7 @@ def lint(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Resolver and lock benchmarks (medians; README "Benchmarks"). The lock benchmark
     resolves its pip part against PyPI, so it needs the network."""
-    session.install("-e", ".")
+    session.install("-e", ".[test]")  # the lock benchmark builds its channel with tests/support
     session.run("python", "benchmarks/bench_resolve.py")
     session.run("python", "benchmarks/bench_lock.py", *session.posargs)
 
