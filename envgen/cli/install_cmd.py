@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from envgen.cli.context import Context
+from envgen.cli.make_cmd import check_ca_cert
 from envgen.cli.render import dump_json
-from envgen.errors import UsageError
 from envgen.lock import default_cache_dir
 from envgen.lock.install import install
 
@@ -42,9 +42,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
     ca_cert = args.ca_cert or ctx.config.get("ca-cert") or os.environ.get("ENVGEN_CA_CERT")
-    if ca_cert and not Path(ca_cert).is_file():
-        raise UsageError(f"--ca-cert {ca_cert}: no such file",
-                         hint="give the path of a PEM bundle with your proxy's CA")
+    check_ca_cert(ca_cert)
     cache = args.cache_dir or ctx.config.get("cache-dir")
     result = install(Path(args.lock_dir), Path(args.prefix),
                      cache_dir=Path(cache).expanduser() if cache else default_cache_dir(),

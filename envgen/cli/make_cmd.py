@@ -94,11 +94,24 @@ def _setting(args: argparse.Namespace, ctx: Context, name: str, env: str, many: 
     return value
 
 
+def check_ca_cert(ca_cert: str | None) -> None:
+    """A CA bundle must be a readable PEM file with at least one certificate."""
+    if not ca_cert:
+        return
+    path = Path(ca_cert)
+    try:
+        text = path.read_text(encoding="ascii", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"--ca-cert {ca_cert}: {exc.strerror or exc}",
+                         hint="give the path of a PEM bundle with your proxy's CA") from None
+    if "-----BEGIN CERTIFICATE-----" not in text:
+        raise UsageError(f"--ca-cert {ca_cert} holds no PEM certificate",
+                         hint="export your proxy's CA as PEM (-----BEGIN CERTIFICATE-----)")
+
+
 def options_from_args(args: argparse.Namespace, ctx: Context) -> LockOptions:
     ca_cert = _setting(args, ctx, "ca-cert", "ENVGEN_CA_CERT")
-    if ca_cert and not Path(ca_cert).is_file():
-        raise UsageError(f"--ca-cert {ca_cert}: no such file",
-                         hint="give the path of a PEM bundle with your proxy's CA")
+    check_ca_cert(ca_cert)
     channels = (args.channel or ctx.config.get("channels")
                 or os.environ.get("ENVGEN_CHANNELS", "").split())
     if isinstance(channels, str):

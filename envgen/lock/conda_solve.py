@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from envgen.errors import EnvgenError, NetworkError
+from envgen.errors import EnvgenError, NetworkError, UsageError
 from envgen.lock.plan import CondaPlan
 
 
@@ -118,8 +118,6 @@ def solve_conda(plan: CondaPlan, *, cache_dir: Path, offline: bool = False,
 
     progress(f"solving conda packages for {plan.subdir} from {', '.join(plan.channels)}")
     cache_action = "force-cache-only" if offline else "cache-or-fetch"
-    gateway = rattler.Gateway(cache_dir=cache_dir / "rattler",
-                              default_config=rattler.SourceConfig(cache_action=cache_action))
     kwargs = {}
     if exclude_newer:
         import datetime as dt
@@ -128,7 +126,16 @@ def solve_conda(plan: CondaPlan, *, cache_dir: Path, offline: bool = False,
         kwargs["timestamp_policy"] = "allow-missing"
     channels = [rattler.Channel(url) for url in plan.channels]
     try:
-        with ca_bundle(ca_cert):
+        with ca_bundle(ca_cert):  # the HTTP client reads the roots when it is built
+            try:
+                gateway = rattler.Gateway(
+                    cache_dir=cache_dir / "rattler",
+                    default_config=rattler.SourceConfig(cache_action=cache_action))
+            except ValueError as exc:
+                raise UsageError(f"cannot build an HTTPS client ({exc}); the CA bundle "
+                                 f"{ca_cert or '$SSL_CERT_FILE'} is not a readable PEM file",
+                                 hint="pass --ca-cert FILE with your proxy's CA certificates "
+                                 "in PEM format") from None
             records = asyncio.run(rattler.solve(
                 sources=channels, specs=list(plan.specs), gateway=gateway,
                 platforms=[plan.subdir, "noarch"], virtual_packages=_virtual_packages(plan),

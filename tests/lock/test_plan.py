@@ -200,3 +200,27 @@ def test_parse_pylock_rejects_files_without_hashes():
     with pytest.raises(EnvgenError, match="no sha256"):
         parse_pylock('[[packages]]\nname = "a"\nversion = "1"\n'
                      'wheels = [{ url = "https://x/a-1-py3-none-any.whl" }]\n')
+
+
+# ---- CLI usage errors (in-process; nothing is solved) ---------------------------------------
+
+@pytest.mark.parametrize("argv, message", [
+    (["make", "--ca-cert", "/nonexistent.pem"], "No such file"),
+    (["make", "--flavor", "pip"], "unknown flavor 'pip'"),
+    (["install", "/nonexistent-lock", "--prefix", "/tmp/x"], "not an envgen lock directory"),
+])
+def test_cli_usage_errors(argv, message, capsys, lock_matrix, tmp_path):
+    from envgen.cli.main import main
+
+    code = main([*argv, "--matrix-dir", str(lock_matrix)])
+    err = capsys.readouterr().err
+    assert code in (1, 2) and message in err and "hint:" in err
+
+
+def test_ca_cert_must_be_pem(tmp_path, capsys, lock_matrix):
+    from envgen.cli.main import main
+
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a certificate\n")
+    assert main(["make", "--ca-cert", str(bad), "--matrix-dir", str(lock_matrix)]) == 2
+    assert "holds no PEM certificate" in capsys.readouterr().err
