@@ -62,7 +62,7 @@ class LockPlan:
     pip: PipPlan
     gcc: int
     os_packages: tuple[str, ...] = ()  # venv flavor: what the OS must provide
-    env: dict[str, str] = field(default_factory=dict)  # for op builds (CUDA_HOME, arch list)
+    env: dict[str, str] = field(default_factory=dict)  # for op builds (CUDA_HOME)
     exclude_newer: str | None = None
 
     def inputs(self) -> dict:
