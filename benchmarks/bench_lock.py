@@ -25,9 +25,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from envgen.config import cache_root
 from envgen.facts import find_matrix_dir, load_facts
 from envgen.harvest.sources import load_sources
-from envgen.lock import LockOptions, default_cache_dir
+from envgen.lock import LockOptions
 from envgen.lock.conda_solve import solve_conda
 from envgen.lock.pip_compile import compile_command, compile_pip
 from envgen.lock.plan import make_plan
@@ -79,7 +80,7 @@ def main() -> int:
                             flavor="conda"), facts, limit=1)[0]
     options = LockOptions(channels=(channel,), index_url=args.index_url)
     plan = make_plan(facts, combo, options, {i.name: i.url for i in load_sources(matrix).indexes})
-    cache = default_cache_dir()
+    cache = cache_root()
     pip = plan.pip
 
     def envgen_pip():

@@ -20,6 +20,7 @@ Recognized keys (all optional)::
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,16 @@ KEYS = {"matrix-dir", "cache-dir", "ca-cert", "defaults", "out", "channels", "ch
         "index-url", "extra-index-url", "torch-index-url"}
 DEFAULT_KEYS = {"os", "python", "cuda", "torch", "framework", "framework-version", "gpu-arch",
                 "driver", "platform", "nccl", "flavor"}
+
+
+def cache_root() -> Path:
+    """Where envgen caches (HTTP pages, solver repodata, uv): $ENVGEN_CACHE_DIR, else
+    $XDG_CACHE_HOME/envgen (~/.cache/envgen). The harvester uses its ``http/`` folder."""
+    env = os.environ.get("ENVGEN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "envgen"
 
 
 def find_config(start: Path | None = None) -> tuple[Path | None, dict[str, Any]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from envgen.cli.context import Context
 from envgen.cli.make_cmd import check_ca_cert
 from envgen.cli.render import dump_json
-from envgen.lock import default_cache_dir
+from envgen.config import cache_root
 from envgen.lock.install import install
 
 EPILOG = """\
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     check_ca_cert(ca_cert)
     cache = args.cache_dir or ctx.config.get("cache-dir")
     result = install(Path(args.lock_dir), Path(args.prefix),
-                     cache_dir=Path(cache).expanduser() if cache else default_cache_dir(),
+                     cache_dir=Path(cache).expanduser() if cache else cache_root(),
                      ca_cert=Path(ca_cert) if ca_cert else None, progress=ctx.progress)
     elapsed = time.monotonic() - started
     if ctx.json:

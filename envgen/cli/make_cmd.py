@@ -9,13 +9,12 @@ from pathlib import Path
 
 from envgen.cli.context import Context
 from envgen.cli.render import dump_json
-from envgen.cli.resolve_cmd import add_request_options, format_explanation, request_from_args
-from envgen.errors import InfeasibleError, UsageError
+from envgen.cli.resolve_cmd import add_request_options, request_from_args, resolve_or_explain
+from envgen.config import cache_root
+from envgen.errors import UsageError
 from envgen.facts import load_facts
 from envgen.harvest.sources import load_sources
-from envgen.lock import LockOptions, default_cache_dir, lock, write_lock
-from envgen.lock.plan import CHANNEL_ALIAS
-from envgen.resolve import resolve
+from envgen.lock import LockOptions, lock, write_lock
 from envgen.resolve.combination import Combination
 
 EPILOG = """\
@@ -51,8 +50,8 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
                    help="conda channel (repeatable; replaces the defaults: conda-forge, plus "
                    "nvidia's label for CUDA 11); a name, a URL or a local directory")
     g.add_argument("--channel-alias", metavar="URL",
-                   help=f"base URL for channel names (default {CHANNEL_ALIAS}); point it at a "
-                   "mirror of anaconda.org")
+                   help="base URL for channel names (default: channel_alias in "
+                   "matrix/curated/toolchain.toml, anaconda.org); point it at a mirror")
     g.add_argument("--index-url", metavar="URL",
                    help="Python package index replacing PyPI (https://pypi.org/simple)")
     g.add_argument("--extra-index-url", action="append", metavar="URL",
@@ -83,8 +82,10 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _setting(args: argparse.Namespace, ctx: Context, name: str, env: str, many: bool = False):
-    value = getattr(args, name.replace("-", "_"), None)
+def _setting(args: argparse.Namespace, ctx: Context, name: str, env: str, many: bool = False,
+             attr: str | None = None):
+    """Flag, then config key ``name``, then environment variable ``env``."""
+    value = getattr(args, attr or name.replace("-", "_"), None)
     if value is None:
         value = ctx.config.get(name)
     if value is None and os.environ.get(env):
@@ -112,23 +113,19 @@ def check_ca_cert(ca_cert: str | None) -> None:
 def options_from_args(args: argparse.Namespace, ctx: Context) -> LockOptions:
     ca_cert = _setting(args, ctx, "ca-cert", "ENVGEN_CA_CERT")
     check_ca_cert(ca_cert)
-    channels = (args.channel or ctx.config.get("channels")
-                or os.environ.get("ENVGEN_CHANNELS", "").split())
-    if isinstance(channels, str):
-        channels = channels.split()
+    channels = _setting(args, ctx, "channels", "ENVGEN_CHANNELS", many=True, attr="channel")
     cache = _setting(args, ctx, "cache-dir", "ENVGEN_CACHE_DIR")
     return LockOptions(
         flavor=args.flavor or "conda",
         channels=tuple(channels) if channels else None,
-        channel_alias=_setting(args, ctx, "channel-alias", "ENVGEN_CHANNEL_ALIAS")
-        or CHANNEL_ALIAS,
+        channel_alias=_setting(args, ctx, "channel-alias", "ENVGEN_CHANNEL_ALIAS"),
         index_url=_setting(args, ctx, "index-url", "ENVGEN_INDEX_URL"),
         extra_index_urls=tuple(_setting(args, ctx, "extra-index-url", "ENVGEN_EXTRA_INDEX_URL",
                                         many=True) or ()),
         torch_index_url=_setting(args, ctx, "torch-index-url", "ENVGEN_TORCH_INDEX_URL"),
         exclude_newer=getattr(args, "exclude_newer", None),
         offline=bool(getattr(args, "offline", False)),
-        cache_dir=Path(cache).expanduser() if cache else default_cache_dir(),
+        cache_dir=Path(cache).expanduser() if cache else cache_root(),
         ca_cert=Path(ca_cert) if ca_cert else None,
     )
 
@@ -139,14 +136,7 @@ def choose(args: argparse.Namespace, ctx: Context, facts) -> Combination:
         from dataclasses import replace
 
         request = replace(request, flavor="conda")
-    try:
-        return resolve(request, facts, limit=1)[0]
-    except InfeasibleError as exc:
-        if ctx.json:
-            dump_json({"error": exc.message, "explanation": exc.explanation.to_dict()}, ctx.out)
-        else:
-            exc.report = format_explanation(exc.explanation)
-        raise
+    return resolve_or_explain(request, facts, ctx, limit=1)[0]
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from envgen.cli.context import Context
@@ -50,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--cache-dir",
         metavar="DIR",
-        help="HTTP cache directory (default: $ENVGEN_CACHE_DIR or ~/.cache/envgen/http)",
+        help="cache directory; pages go in its http/ folder (default: $ENVGEN_CACHE_DIR or "
+        "~/.cache/envgen, shared with `envgen make`)",
     )
     parser.add_argument(
         "--offline", action="store_true", help="use only the cache; fail on anything not cached"
@@ -107,7 +109,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         write=args.write,
         indexes=list(args.index),
         all_indexes=args.all_indexes,
-        cache_dir=args.cache_dir or ctx.config.get("cache-dir"),
+        cache_dir=(Path(cache) / "http" if (cache := args.cache_dir or ctx.config.get("cache-dir"))
+                   else None),
         offline=args.offline,
         jobs=args.jobs,
         timeout=args.timeout,

@@ -71,14 +71,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     facts = load_facts(ctx.matrix_dir)
     request = request_from_args(args, ctx)
     limit = None if args.limit == 0 else max(args.limit, 1)
-    try:
-        found = resolve(request, facts, limit=limit)
-    except InfeasibleError as exc:
-        if ctx.json:
-            dump_json({"error": exc.message, "explanation": exc.explanation.to_dict()}, ctx.out)
-        else:
-            exc.report = format_explanation(exc.explanation)
-        raise
+    found = resolve_or_explain(request, facts, ctx, limit)
     if ctx.json:
         dump_json([c.to_dict() for c in found], ctx.out)
         return 0
@@ -86,6 +79,19 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     print(file=ctx.out)
     print(format_table(found), file=ctx.out)
     return 0
+
+
+def resolve_or_explain(request: Request, facts, ctx: Context,
+                       limit: int | None) -> list[Combination]:
+    """resolve(); when nothing fits, attach the explanation (text, or JSON on stdout)."""
+    try:
+        return resolve(request, facts, limit=limit)
+    except InfeasibleError as exc:
+        if ctx.json:
+            dump_json({"error": exc.message, "explanation": exc.explanation.to_dict()}, ctx.out)
+        else:
+            exc.report = format_explanation(exc.explanation)
+        raise
 
 
 def format_table(found: list[Combination]) -> str:

@@ -282,15 +282,20 @@ def _toolchain(doc: dict, problems: _Problems) -> Toolchain | None:
     for key in ("channels", "specs", "compiler"):
         if not isinstance(conda.get(key), list):
             problems.add(where, f"[conda] needs a list '{key}'")
+    for key in ("channel_alias", "subdirs", "virtual"):
+        if key not in conda:
+            problems.add(where, f"[conda] needs '{key}'")
     _require_source(conda, f"{where} [conda]", problems)
     _require_source(venv, f"{where} [venv]", problems)
     virtual = conda.get("virtual", {})
     _require_source(virtual, f"{where} [conda.virtual]", problems)
     return Toolchain(
         conda_channels=tuple(conda.get("channels", ())),
+        channel_alias=str(conda.get("channel_alias", "")),
+        subdirs={str(k): str(v) for k, v in conda.get("subdirs", {}).items()},
         conda_specs=tuple(conda.get("specs", ())),
         conda_compiler=tuple(conda.get("compiler", ())),
-        linux_version=str(virtual.get("linux", "4.18")),
+        linux_version=str(virtual.get("linux", "")),
         conda_cuda=_cuda_rules(conda.get("cuda"), f"{where} conda.cuda", problems),
         conda_releases={str(k): str(v) for k, v in conda.get("releases", {}).items()},
         venv_cuda=_cuda_rules(venv.get("cuda"), f"{where} venv.cuda", problems),

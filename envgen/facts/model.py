@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from envgen.versions import spec_contains
+
 
 @dataclass(frozen=True, slots=True)
 class Source:
@@ -135,6 +137,8 @@ class Toolchain:
     """curated/toolchain.toml: what each lock flavor installs to build the framework's ops."""
 
     conda_channels: tuple[str, ...]
+    channel_alias: str
+    subdirs: dict[str, str]
     conda_specs: tuple[str, ...]
     conda_compiler: tuple[str, ...]
     linux_version: str
@@ -147,8 +151,6 @@ class Toolchain:
 
     def rule(self, flavor: str, cuda: str) -> CudaRule | None:
         """The rule that supplies CUDA ``cuda`` for ``flavor``, or None if it cannot."""
-        from envgen.versions import spec_contains
-
         rules = self.conda_cuda if flavor == "conda" else self.venv_cuda
         return next((r for r in rules if spec_contains(r.cuda, cuda)), None)
 

@@ -22,17 +22,14 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
+from envgen.config import cache_root
 from envgen.errors import NetworkError
 
 OFFLINE_HINT = "run `envgen matrix update` once online to fill the cache, or drop --offline"
 
 
 def default_cache_dir() -> Path:
-    env = os.environ.get("ENVGEN_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envgen" / "http"
+    return cache_root() / "http"
 
 
 def atomic_write(path: Path, data: bytes) -> None:

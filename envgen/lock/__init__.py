@@ -3,7 +3,6 @@ atomically. ``lock()`` returns the rendered files; ``write_lock()`` puts them on
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
@@ -11,6 +10,7 @@ from pathlib import Path
 
 from envgen import __version__
 from envgen.atomic import write_dir
+from envgen.config import cache_root
 from envgen.errors import EnvgenError
 from envgen.facts.model import Facts
 from envgen.lock.conda_solve import CondaPackage, solve_conda
@@ -20,7 +20,7 @@ from envgen.lock.plan import LockOptions, LockPlan, make_plan
 from envgen.resolve.combination import Combination
 from envgen.versions import dotted_key
 
-__all__ = ["LockOptions", "LockResult", "default_cache_dir", "lock", "write_lock"]
+__all__ = ["LockOptions", "LockResult", "lock", "write_lock"]
 
 
 @dataclass(frozen=True)
@@ -31,15 +31,6 @@ class LockResult:
     conda: tuple[CondaPackage, ...]
     pip: tuple[PipPackage, ...]
     nvcc: str | None
-
-
-def default_cache_dir() -> Path:
-    """$ENVGEN_CACHE_DIR, else $XDG_CACHE_HOME/envgen (~/.cache/envgen)."""
-    env = os.environ.get("ENVGEN_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envgen"
 
 
 def tool_versions() -> dict[str, str]:
@@ -75,7 +66,7 @@ def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[s
          progress: Callable[[str], None] = lambda _m: None) -> LockResult:
     """Solve and render the lock files for ``combo`` (nothing is written)."""
     plan = make_plan(facts, combo, options, sources)
-    cache = Path(options.cache_dir) if options.cache_dir else default_cache_dir()
+    cache = Path(options.cache_dir) if options.cache_dir else cache_root()
     conda: list[CondaPackage] = []
     if plan.conda is not None:
         conda = solve_conda(plan.conda, cache_dir=cache, offline=options.offline,
@@ -88,7 +79,7 @@ def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[s
                       ca_cert=options.ca_cert, progress=progress)
     nvcc = _check_toolchain(plan, conda, pip, facts)
     solved = Solved(plan=plan, options=options, conda=tuple(conda), pip=tuple(pip),
-                    tools=tool_versions())
+                    tools=tool_versions(), nvcc=nvcc)
     return LockResult(plan=plan, files=render(solved), lock_hash=lock_hash(solved),
                       conda=tuple(conda), pip=tuple(pip), nvcc=nvcc)
 

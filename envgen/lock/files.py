@@ -12,7 +12,7 @@ from envgen import __version__
 from envgen.lock import yaml
 from envgen.lock.conda_solve import CondaPackage
 from envgen.lock.pip_compile import PipPackage
-from envgen.lock.plan import CHANNEL_ALIAS, LockOptions, LockPlan
+from envgen.lock.plan import LockOptions, LockPlan
 
 ENVIRONMENT = "environment.yml"
 CONDA_LOCK = "conda-lock.yml"
@@ -28,6 +28,7 @@ class Solved:
     conda: tuple[CondaPackage, ...]
     pip: tuple[PipPackage, ...]
     tools: dict[str, str]
+    nvcc: str | None = None  # the locked CUDA compiler's version, as checked by lock()
 
 
 def regenerate_command(plan: LockPlan, options: LockOptions) -> str:
@@ -42,7 +43,7 @@ def regenerate_command(plan: LockPlan, options: LockOptions) -> str:
         args += ["--flavor", plan.flavor]
     for ch in options.channels or ():
         args += ["--channel", ch]
-    if options.channel_alias != CHANNEL_ALIAS:
+    if options.channel_alias:
         args += ["--channel-alias", options.channel_alias]
     if options.index_url:
         args += ["--index-url", options.index_url]
@@ -199,7 +200,7 @@ def manifest(s: Solved, files: dict[str, str]) -> str:
             "packages": len(s.pip),
         },
         "toolchain": {
-            "nvcc": _nvcc(s),
+            "nvcc": s.nvcc,
             "gcc": plan.gcc,
             "os_packages": list(plan.os_packages),
             "env": plan.env,
@@ -219,17 +220,6 @@ def _conda_record(p: CondaPackage) -> dict:
             "depends": list(p.depends), "constrains": list(p.constrains), "url": p.url,
             "file_name": p.file_name, "channel": p.channel, "sha256": p.sha256, "md5": p.md5,
             "size": p.size}
-
-
-def _nvcc(s: Solved) -> str | None:
-    """The locked CUDA compiler's version (conda cuda-nvcc, or pip nvidia-cuda-nvcc)."""
-    for p in s.conda:
-        if p.name == "cuda-nvcc":
-            return p.version
-    for p in s.pip:
-        if p.name in ("nvidia-cuda-nvcc", "nvidia-cuda-nvcc-cu12", "nvidia-cuda-nvcc-cu11"):
-            return p.version
-    return None
 
 
 def render(s: Solved) -> dict[str, str]:

@@ -16,10 +16,6 @@ from envgen.facts.model import Facts, Toolchain
 from envgen.resolve.combination import Combination
 from envgen.versions import dotted_key
 
-PYPI = "https://pypi.org/simple"
-CHANNEL_ALIAS = "https://conda.anaconda.org"
-SUBDIRS = {"linux-x86_64": "linux-64", "linux-aarch64": "linux-aarch64"}
-
 
 @dataclass(frozen=True)
 class LockOptions:
@@ -27,7 +23,7 @@ class LockOptions:
 
     flavor: str = "conda"
     channels: tuple[str, ...] | None = None  # replaces toolchain.toml's channels entirely
-    channel_alias: str = CHANNEL_ALIAS
+    channel_alias: str | None = None  # replaces toolchain.toml's (a mirror of anaconda.org)
     index_url: str | None = None  # replaces PyPI
     extra_index_urls: tuple[str, ...] = ()
     torch_index_url: str | None = None  # replaces PyTorch's index for the combination's CUDA
@@ -82,8 +78,9 @@ class LockPlan:
         return "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
 
 
-def channel_url(channel: str, alias: str = CHANNEL_ALIAS) -> str:
-    """conda-forge → https://conda.anaconda.org/conda-forge; a path → file:// URL."""
+def channel_url(channel: str, alias: str) -> str:
+    """A name → <alias>/<name> (conda-forge → https://conda.anaconda.org/conda-forge);
+    a path → file:// URL; a URL stays."""
     c = channel.strip().rstrip("/")
     if "://" in c:
         return c
@@ -119,15 +116,15 @@ def python_platform(combo: Combination) -> str:
     return f"{arch}-manylinux_{major}_{minor}"
 
 
-def torch_requirement(combo: Combination) -> str:
-    return combo.torch_pin
-
-
 def index_urls(facts_sources: dict[str, str], combo: Combination,
                options: LockOptions) -> tuple[str, tuple[str, ...]]:
     """(index URL, extra index URLs): PyPI (or its mirror), then PyTorch's index when torch
     comes from there (or its mirror), then the user's extras."""
-    main = (options.index_url or PYPI).rstrip("/")
+    main = options.index_url or facts_sources.get("pypi")
+    if not main:
+        raise DataError("matrix/sources.toml names no 'pypi' index",
+                        hint="add it to matrix/sources.toml, or pass --index-url URL")
+    main = main.rstrip("/")
     extras: list[str] = []
     if combo.torch_index != "pypi":
         url = options.torch_index_url or facts_sources.get(combo.torch_index)
@@ -157,14 +154,15 @@ def make_plan(facts: Facts, combo: Combination, options: LockOptions,
             "(`envgen resolve --flavor venv` lists them)")
     index, extras = index_urls(sources, combo, options)
     env: dict[str, str] = {}
-    requirements = [torch_requirement(combo), f"{combo.framework}=={combo.framework_version}"]
+    requirements = [combo.torch_pin, f"{combo.framework}=={combo.framework_version}"]
     if flavor == "conda":
         gcc = conda_gcc(facts, combo)
         values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=gcc,
                       release=tc.conda_releases.get(combo.cuda, combo.cuda))
         names = options.channels if options.channels is not None else (
             *(_fill(c, **values) for c in rule.channels), *tc.conda_channels)
-        channels = tuple(dict.fromkeys(channel_url(c, options.channel_alias) for c in names))
+        alias = options.channel_alias or tc.channel_alias
+        channels = tuple(dict.fromkeys(channel_url(c, alias) for c in names))
         if not channels:
             raise UsageError("no conda channels to solve against",
                              hint="pass --channel NAME_OR_URL (e.g. --channel conda-forge)")
@@ -176,7 +174,7 @@ def make_plan(facts: Facts, combo: Combination, options: LockOptions,
                    ("__linux", tc.linux_version, "0"),
                    ("__unix", "0", "0"))
         conda = CondaPlan(channels=channels, specs=tuple(specs),
-                          subdir=SUBDIRS[combo.platform], virtual=virtual)
+                          subdir=tc.subdirs[combo.platform], virtual=virtual)
         env["CUDA_HOME"] = "$CONDA_PREFIX"
         os_packages: tuple[str, ...] = ()
     else:

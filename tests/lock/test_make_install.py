@@ -184,19 +184,13 @@ def _swap(args: list[str], option: str, value: str) -> list[str]:
     return args
 
 
-def test_unreachable_channel_names_url_and_option(make_args, tmp_path):
-    url = f"http://127.0.0.1:{_dead_port()}/conda-forge"
-    proc = run_envgen(*_swap(make_args, "--channel", url), "--cuda", "12.8")
+@pytest.mark.parametrize("option, path", [("--channel", "conda-forge"),
+                                          ("--index-url", "simple")])
+def test_unreachable_source_names_url_and_option(make_args, tmp_path, option, path):
+    url = f"http://127.0.0.1:{_dead_port()}/{path}"
+    proc = run_envgen(*_swap(make_args, option, url), "--cuda", "12.8")
     assert proc.returncode == 1, proc.stderr
-    assert url in proc.stderr and "--channel" in proc.stderr
-    assert not (tmp_path / "locks").exists() or not any((tmp_path / "locks").iterdir())
-
-
-def test_unreachable_index_names_url_and_option(make_args, tmp_path):
-    url = f"http://127.0.0.1:{_dead_port()}/simple"
-    proc = run_envgen(*_swap(make_args, "--index-url", url), "--cuda", "12.8")
-    assert proc.returncode == 1, proc.stderr
-    assert url in proc.stderr and "--index-url" in proc.stderr
+    assert url in proc.stderr and option in proc.stderr
     assert not (tmp_path / "locks").exists() or not any((tmp_path / "locks").iterdir())
 
 

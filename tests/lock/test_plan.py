@@ -14,7 +14,8 @@ from envgen.lock.plan import LockOptions, channel_url, make_plan, python_platfor
 from envgen.lock.yaml import dump
 from envgen.resolve import Request, resolve
 
-PYTORCH = {"pytorch-cu118": "https://download.pytorch.org/whl/cu118"}
+PYPI = {"pypi": "https://pypi.org/simple/"}  # what matrix/sources.toml names
+PYTORCH = {**PYPI, "pytorch-cu118": "https://download.pytorch.org/whl/cu118"}
 
 
 @pytest.fixture
@@ -28,7 +29,7 @@ def combo(facts, **kw):
 
 def test_conda_plan_pins_cuda_and_targets_the_combination(lfacts):
     c = combo(lfacts, framework="deepspeed", cuda="12.8", python="3.11", os="ubuntu-22.04")
-    plan = make_plan(lfacts, c, LockOptions(), {})
+    plan = make_plan(lfacts, c, LockOptions(), PYPI)
     assert plan.conda.channels == ("https://conda.anaconda.org/conda-forge",)
     assert "cuda-version 12.8.*" in plan.conda.specs and "cuda-nvcc" in plan.conda.specs
     assert {"python 3.11.*", "pip", "ninja", "libaio", "gxx 14.*"} <= set(plan.conda.specs)
@@ -63,12 +64,14 @@ def test_source_options_replace_defaults(lfacts):
 
 def test_missing_torch_index_is_a_data_error(lfacts):
     with pytest.raises(DataError, match="--torch-index-url"):
-        make_plan(lfacts, combo(lfacts, cuda="11.8"), LockOptions(), {})
+        make_plan(lfacts, combo(lfacts, cuda="11.8"), LockOptions(), PYPI)
+    with pytest.raises(DataError, match="--index-url"):
+        make_plan(lfacts, combo(lfacts, cuda="12.8"), LockOptions(), {})
 
 
 def test_venv_plan_takes_nvcc_from_pip_and_gcc_from_the_os(lfacts):
     c = combo(lfacts, framework="deepspeed", cuda="13.0", os="ubuntu-24.04")
-    plan = make_plan(lfacts, c, LockOptions(flavor="venv"), {})
+    plan = make_plan(lfacts, c, LockOptions(flavor="venv"), PYPI)
     assert plan.conda is None
     assert plan.pip.requirements[2].startswith("cuda-toolkit[nvcc,") and \
         plan.pip.requirements[2].endswith("==13.0.*")
@@ -79,21 +82,22 @@ def test_venv_plan_takes_nvcc_from_pip_and_gcc_from_the_os(lfacts):
 def test_venv_on_cuda_12_is_refused_with_the_reason(lfacts):
     c = combo(lfacts, cuda="12.8")
     with pytest.raises(UsageError, match=r"venv flavor has no CUDA 12\.8 compiler"):
-        make_plan(lfacts, c, LockOptions(flavor="venv"), {})
+        make_plan(lfacts, c, LockOptions(flavor="venv"), PYPI)
 
 
 def test_inputs_hash_changes_with_any_input(lfacts):
     c = combo(lfacts, cuda="12.8")
-    a = make_plan(lfacts, c, LockOptions(), {}).inputs_hash()
-    assert a == make_plan(lfacts, c, LockOptions(), {}).inputs_hash()
-    assert a != make_plan(lfacts, c, LockOptions(channels=("x",)), {}).inputs_hash()
-    assert a != make_plan(lfacts, c, LockOptions(exclude_newer="2026-01-01"), {}).inputs_hash()
+    a = make_plan(lfacts, c, LockOptions(), PYPI).inputs_hash()
+    assert a == make_plan(lfacts, c, LockOptions(), PYPI).inputs_hash()
+    assert a != make_plan(lfacts, c, LockOptions(channels=("x",)), PYPI).inputs_hash()
+    assert a != make_plan(lfacts, c, LockOptions(exclude_newer="2026-01-01"), PYPI).inputs_hash()
 
 
 def test_channel_url_forms(tmp_path):
-    assert channel_url("conda-forge") == "https://conda.anaconda.org/conda-forge"
-    assert channel_url("https://x.y/z/") == "https://x.y/z"
-    assert channel_url(str(tmp_path)) == tmp_path.as_uri()
+    alias = "https://conda.anaconda.org"
+    assert channel_url("conda-forge", alias) == "https://conda.anaconda.org/conda-forge"
+    assert channel_url("https://x.y/z/", alias) == "https://x.y/z"
+    assert channel_url(str(tmp_path), alias) == tmp_path.as_uri()
 
 
 def test_python_platform_uses_os_glibc(lfacts):
@@ -116,7 +120,7 @@ def test_resolve_cli_flavor_filter(lock_matrix):
 
 def _solved(lfacts, flavor="conda"):
     c = combo(lfacts, cuda="13.0" if flavor == "venv" else "12.8", python="3.11")
-    plan = make_plan(lfacts, c, LockOptions(flavor=flavor), {})
+    plan = make_plan(lfacts, c, LockOptions(flavor=flavor), PYPI)
     conda = (CondaPackage(name="cuda-nvcc", version="12.8.93", build="0", build_number=0,
                           subdir="linux-64", url="https://c.x/linux-64/cuda-nvcc-12.8.93-0.conda",
                           sha256="a" * 64, md5="b" * 32, depends=("cuda-version >=12.8,<12.9",
@@ -184,11 +188,13 @@ sdist = { url = "https://x/a-2.0.tar.gz", hashes = { sha256 = "22" } }
     assert (a.name, a.hashes, a.primary("3.12", "x86_64-manylinux_2_35").url) == \
         ("a", ("22",), "https://x/a-2.0.tar.gz")
     assert b.primary("3.12", "x86_64-manylinux_2_35").filename == "b-1.0-py3-none-any.whl"
-    tags = target_tags("3.12", "x86_64-manylinux_2_28")
-    ranks = [tags[t] for t in sorted(tags, key=tags.get)][:1]
-    assert ranks == [0]
     from packaging.tags import Tag
 
+    tags = target_tags("3.12", "x86_64-manylinux_2_28")
+    # pip's order: the newest manylinux first, pure-Python wheels last
+    assert tags[Tag("cp312", "cp312", "manylinux_2_28_x86_64")] < \
+        tags[Tag("cp312", "cp312", "manylinux_2_17_x86_64")] < \
+        tags[Tag("py3", "none", "any")]
     assert Tag("cp312", "cp312", "manylinux_2_28_x86_64") in tags
     assert Tag("cp312", "cp312", "manylinux2014_x86_64") in tags
     assert Tag("cp312", "cp312", "manylinux_2_34_x86_64") not in tags
@@ -204,17 +210,17 @@ def test_parse_pylock_rejects_files_without_hashes():
 
 # ---- CLI usage errors (in-process; nothing is solved) ---------------------------------------
 
-@pytest.mark.parametrize("argv, message", [
-    (["make", "--ca-cert", "/nonexistent.pem"], "No such file"),
-    (["make", "--flavor", "pip"], "unknown flavor 'pip'"),
-    (["install", "/nonexistent-lock", "--prefix", "/tmp/x"], "not an envgen lock directory"),
+@pytest.mark.parametrize("argv, code, message", [
+    (["make", "--ca-cert", "/nonexistent.pem"], 2, "No such file"),
+    (["make", "--flavor", "pip"], 2, "unknown flavor 'pip'"),
+    (["install", "/nonexistent-lock", "--prefix", "/tmp/x"], 1, "not an envgen lock directory"),
 ])
-def test_cli_usage_errors(argv, message, capsys, lock_matrix, tmp_path):
+def test_cli_usage_errors(argv, code, message, capsys, lock_matrix):
     from envgen.cli.main import main
 
-    code = main([*argv, "--matrix-dir", str(lock_matrix)])
+    assert main([*argv, "--matrix-dir", str(lock_matrix)]) == code
     err = capsys.readouterr().err
-    assert code in (1, 2) and message in err and "hint:" in err
+    assert message in err and "hint:" in err
 
 
 def test_ca_cert_must_be_pem(tmp_path, capsys, lock_matrix):
