@@ -300,6 +300,8 @@ def _toolchain(doc: dict, problems: _Problems) -> Toolchain | None:
         conda_releases={str(k): str(v) for k, v in conda.get("releases", {}).items()},
         venv_cuda=_cuda_rules(venv.get("cuda"), f"{where} venv.cuda", problems),
         venv_os_packages={k: tuple(v) for k, v in venv.get("os_packages", {}).items()},
+        build_requires={str(k): tuple(str(r) for r in v.get("requirements", ()))
+                        for k, v in doc.get("build", {}).items()},
     )
 
 

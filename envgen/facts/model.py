@@ -146,6 +146,8 @@ class Toolchain:
     conda_releases: dict[str, str]
     venv_cuda: tuple[CudaRule, ...]
     venv_os_packages: dict[str, tuple[str, ...]]
+    # framework → Python packages its ops build needs, locked so builds skip build isolation
+    build_requires: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     FLAVORS = ("conda", "venv")
 

@@ -31,6 +31,7 @@ class LockOptions:
     offline: bool = False
     cache_dir: Path | None = None
     ca_cert: Path | None = None
+    image: object | None = None  # envgen.image.render.ImageOptions: also write a Dockerfile
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,8 @@ def make_plan(facts: Facts, combo: Combination, options: LockOptions,
             "(`envgen resolve --flavor venv` lists them)")
     index, extras = index_urls(sources, combo, options)
     env: dict[str, str] = {}
-    requirements = [combo.torch_pin, f"{combo.framework}=={combo.framework_version}"]
+    requirements = [combo.torch_pin, f"{combo.framework}=={combo.framework_version}",
+                    *tc.build_requires.get(combo.framework, ())]
     if flavor == "conda":
         gcc = conda_gcc(facts, combo)
         values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=gcc,
