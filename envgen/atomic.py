@@ -64,6 +64,8 @@ def write_dir(target: Path, files: dict[str, str]) -> None:
     delay = float(os.environ.get("ENVGEN_TEST_WRITE_DELAY", "0") or 0)
     try:
         for name in sorted(files):
+            if "/" in name:  # a file in a subdirectory ("image/base.lock.txt")
+                (staging / name).parent.mkdir(parents=True, exist_ok=True)
             with open(staging / name, "w", encoding="utf-8", newline="\n") as handle:
                 handle.write(files[name])
                 handle.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from pathlib import Path
@@ -15,7 +16,8 @@ from envgen.errors import UsageError
 from envgen.facts import load_facts
 from envgen.harvest.sources import load_sources
 from envgen.lock import LockOptions, lock, write_lock
-from envgen.resolve.combination import Combination
+from envgen.lock.files import MANIFEST
+from envgen.resolve.combination import Combination, parse_combination_id
 
 EPILOG = """\
 examples:
@@ -73,11 +75,23 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                        "conda and pip locks.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_request_options(p)
+    p.add_argument("--combination", metavar="ID",
+                   help="lock exactly this combination id (as `envgen resolve` prints it, e.g. "
+                   "deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64); replaces the "
+                   "request options")
     p.add_argument("--out", metavar="DIR", default=None,
                    help="where to write <combination id>/ (default: ./locks)")
     p.add_argument("--exclude-newer", metavar="DATE",
                    help="ignore packages published after DATE (RFC 3339, e.g. 2026-11-01) "
                    "so a re-lock later gives the same result")
+    g = p.add_argument_group("image")
+    g.add_argument("--image", action="store_true",
+                   help="also write a Dockerfile, .dockerignore and image/ that build this lock "
+                   "into an image with the framework's ops compiled (then: envgen build DIR)")
+    g.add_argument("--base", metavar="IMAGE",
+                   help="base image for the builder and runtime stages (default: the one "
+                   "curated/images.toml pins by digest for the combination's OS); config "
+                   "base-image, env ENVGEN_BASE_IMAGE")
     add_source_options(p)
     p.set_defaults(func=run)
 
@@ -131,12 +145,23 @@ def options_from_args(args: argparse.Namespace, ctx: Context) -> LockOptions:
 
 
 def choose(args: argparse.Namespace, ctx: Context, facts) -> Combination:
-    request = request_from_args(args, ctx)
-    if request.flavor is None:
-        from dataclasses import replace
+    from dataclasses import replace
 
+    request = request_from_args(args, ctx)
+    if getattr(args, "combination", None):
+        fields = parse_combination_id(args.combination)
+        if fields is None:
+            raise UsageError(f"--combination {args.combination!r} is not a combination id",
+                             hint="copy an id from `envgen resolve` (framework-version-torchX-"
+                             "cuXY-pyX.Y-osNN-arch)")
+        request = replace(request, **fields)
+    if request.flavor is None:
         request = replace(request, flavor="conda")
-    return resolve_or_explain(request, facts, ctx, limit=1)[0]
+    combo = resolve_or_explain(request, facts, ctx, limit=1)[0]
+    if getattr(args, "combination", None) and combo.id != args.combination:
+        raise UsageError(f"the matrix has no combination {args.combination}",
+                         hint=f"the closest is {combo.id}; list them with `envgen resolve`")
+    return combo
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -145,10 +170,24 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     options = options_from_args(args, ctx)
     combo = choose(args, ctx, facts)
     ctx.progress(f"resolved {combo.id}")
+    recipes = None
+    if args.image:
+        from dataclasses import replace
+
+        from envgen.image import ImageOptions, load_recipes
+        from envgen.resolve.request import normalize_arch
+
+        recipes = load_recipes(ctx.matrix_dir)
+        archs = (normalize_arch(args.gpu_arch),) if args.gpu_arch else ()
+        options = replace(options, image=ImageOptions(
+            base=_setting(args, ctx, "base-image", "ENVGEN_BASE_IMAGE", attr="base"),
+            gpu_archs=archs))
+    elif args.base:
+        raise UsageError("--base only applies with --image", hint="add --image")
     has_sources = (Path(ctx.matrix_dir) / "sources.toml").exists()
     sources = ({i.name: i.url for i in load_sources(ctx.matrix_dir).indexes}
                if has_sources else {})
-    result = lock(facts, combo, options, sources, progress=ctx.progress)
+    result = lock(facts, combo, options, sources, progress=ctx.progress, recipes=recipes)
     out = Path(args.out or ctx.config.get("out") or "locks")
     target = write_lock(out, result)
     elapsed = time.monotonic() - started
@@ -159,6 +198,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             "files": sorted(result.files), "conda_packages": len(result.conda),
             "pip_packages": len(result.pip), "nvcc": result.nvcc, "gcc": result.plan.gcc,
             "combination": combo.to_dict(), "seconds": round(elapsed, 3),
+            "image": json.loads(result.files[MANIFEST]).get("image"),
         }, ctx.out)
         return 0
     toolkit = facts.toolkits.get(combo.nvcc)
@@ -188,5 +228,9 @@ def summary(result, c: Combination, target: Path, elapsed: float, max_gcc: int |
     files = "  ".join(sorted(result.files))
     lines.append(f"Wrote {target}/  ({files})  in {elapsed:.1f} s")
     lines.append(f"Install: envgen install {target} --prefix ./env")
+    image = json.loads(result.files[MANIFEST]).get("image")
+    if image:
+        lines.append(f"Image:   envgen build {target}   ({image['repository']}:{image['tag']}, "
+                     f"base {image['base']}, ops for {image['cuda_arch_list']})")
     return "\n".join(lines)
 

@@ -63,8 +63,9 @@ def _check_toolchain(plan: LockPlan, conda: list[CondaPackage], pip: list[PipPac
 
 
 def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[str, str],
-         progress: Callable[[str], None] = lambda _m: None) -> LockResult:
-    """Solve and render the lock files for ``combo`` (nothing is written)."""
+         progress: Callable[[str], None] = lambda _m: None, recipes=None) -> LockResult:
+    """Solve and render the lock files for ``combo`` (nothing is written). With
+    ``options.image`` also the Dockerfile, from ``recipes`` (curated/images.toml)."""
     plan = make_plan(facts, combo, options, sources)
     cache = Path(options.cache_dir) if options.cache_dir else cache_root()
     conda: list[CondaPackage] = []
@@ -80,7 +81,12 @@ def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[s
     nvcc = _check_toolchain(plan, conda, pip, facts)
     solved = Solved(plan=plan, options=options, conda=tuple(conda), pip=tuple(pip),
                     tools=tool_versions(), nvcc=nvcc)
-    return LockResult(plan=plan, files=render(solved), lock_hash=lock_hash(solved),
+    image = None
+    if options.image is not None:
+        from envgen.image import render_for_lock
+
+        image = render_for_lock(solved, facts, recipes, lock_hash(solved))
+    return LockResult(plan=plan, files=render(solved, image), lock_hash=lock_hash(solved),
                       conda=tuple(conda), pip=tuple(pip), nvcc=nvcc)
 
 

@@ -53,6 +53,12 @@ def regenerate_command(plan: LockPlan, options: LockOptions) -> str:
         args += ["--torch-index-url", options.torch_index_url]
     if options.exclude_newer:
         args += ["--exclude-newer", options.exclude_newer]
+    if options.image is not None:
+        args.append("--image")
+        if options.image.base:
+            args += ["--base", options.image.base]
+        for arch in options.image.gpu_archs:
+            args += ["--gpu-arch", arch]
     return shlex.join(args)
 
 
@@ -85,7 +91,7 @@ def lock_hash(s: Solved) -> str:
     return "sha256:" + hashlib.sha256(blob).hexdigest()
 
 
-def _pip_options(plan: LockPlan) -> list[str]:
+def pip_options(plan: LockPlan) -> list[str]:
     return [f"--index-url {plan.pip.index_url}",
             *(f"--extra-index-url {u}" for u in plan.pip.extra_index_urls)]
 
@@ -97,7 +103,7 @@ def environment_yml(s: Solved) -> str:
         "name": plan.combination.id,
         "channels": list(plan.conda.channels),
         "dependencies": [*plan.conda.specs,
-                         {"pip": [*_pip_options(plan), *plan.pip.requirements]}],
+                         {"pip": [*pip_options(plan), *plan.pip.requirements]}],
         "platforms": [plan.conda.subdir],
     }
     head = _header(s, "Conda environment spec (human-readable; the locks pin it)")
@@ -161,7 +167,7 @@ def requirements_lock(s: Solved) -> str:
     if plan.os_packages:
         head.append(f"Needs OS packages: {' '.join(plan.os_packages)}")
     out = [_comment(["", *head, ""]).replace("# \n", "#\n")]
-    out += [f"{line}\n" for line in _pip_options(plan)]
+    out += [f"{line}\n" for line in pip_options(plan)]
     out.append("\n")
     for p in s.pip:
         lines = [f"{p.name}=={p.version}", *(f"    --hash=sha256:{h}" for h in p.hashes)]
@@ -169,7 +175,7 @@ def requirements_lock(s: Solved) -> str:
     return "".join(out)
 
 
-def manifest(s: Solved, files: dict[str, str]) -> str:
+def manifest(s: Solved, files: dict[str, str], image: dict | None = None) -> str:
     plan = s.plan
     c = plan.combination
     doc = {
@@ -206,6 +212,7 @@ def manifest(s: Solved, files: dict[str, str]) -> str:
             "env": plan.env,
         },
         "exclude_newer": plan.exclude_newer,
+        "image": image,
         "tools": s.tools,
         "files": {name: "sha256:" + hashlib.sha256(text.encode()).hexdigest()
                   for name, text in sorted(files.items())},
@@ -222,12 +229,15 @@ def _conda_record(p: CondaPackage) -> dict:
             "size": p.size}
 
 
-def render(s: Solved) -> dict[str, str]:
-    """File name → text, manifest last (it records the others' hashes)."""
+def render(s: Solved, image: tuple[dict[str, str], dict] | None = None) -> dict[str, str]:
+    """File name → text, manifest last (it records the others' hashes). ``image``: the
+    Dockerfile and image/* files with the manifest's "image" section (envgen.image)."""
     files: dict[str, str] = {}
     if s.plan.flavor == "conda":
         files[ENVIRONMENT] = environment_yml(s)
         files[CONDA_LOCK] = conda_lock_yml(s)
     files[PIP_LOCK] = requirements_lock(s)
-    files[MANIFEST] = manifest(s, files)
+    if image is not None:
+        files.update(image[0])
+    files[MANIFEST] = manifest(s, files, image[1] if image else None)
     return files

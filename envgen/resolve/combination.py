@@ -54,3 +54,22 @@ class Combination:
 
     def to_dict(self) -> dict:
         return to_jsonable(self)
+
+
+_ID = re.compile(r"^(?P<framework>[a-z0-9][a-z0-9_.-]*?)-(?P<framework_version>\d[^-]*)"
+                 r"-torch(?P<torch>\d[^-]*)-cu(?P<cuda>\d{3,})-py(?P<python>\d+\.\d+t?)"
+                 r"-(?P<os_name>[a-z]+)(?P<os_version>\d[\d.]*)-(?P<arch>x86_64|aarch64)$")
+
+
+def parse_combination_id(text: str) -> dict[str, str] | None:
+    """The request fields a combination id encodes (the inverse of ``combination_id``):
+    ``deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64`` → framework deepspeed,
+    framework_version 0.19.8, torch 2.15.0, cuda 13.2, python 3.11, os debian-12, platform
+    linux-x86_64. None if ``text`` does not have that shape."""
+    m = _ID.match(text.strip())
+    if not m:
+        return None
+    cu = m["cuda"]
+    return {"framework": m["framework"], "framework_version": m["framework_version"],
+            "torch": m["torch"], "cuda": f"{cu[:-1]}.{cu[-1]}", "python": m["python"],
+            "os": f"{m['os_name']}-{m['os_version']}", "platform": f"linux-{m['arch']}"}
