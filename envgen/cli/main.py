@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from envgen import __version__
-from envgen.cli import install_cmd, make_cmd, matrix_show, matrix_update, resolve_cmd
+from envgen.cli import build_cmd, install_cmd, make_cmd, matrix_show, matrix_update, resolve_cmd
 from envgen.cli.context import Context
 from envgen.config import find_config
 from envgen.errors import EnvgenError, UsageError
@@ -29,6 +29,8 @@ examples:
   envgen resolve --framework megatron-core --gpu-arch sm_90 --driver 535.104.05 --json
   envgen make --framework deepspeed --cuda 12.1            # locks in ./locks/<id>/
   envgen install locks/<id> --prefix ./env
+  envgen make --framework deepspeed --cuda 13.2 --flavor venv --gpu-arch sm_90 --image
+  envgen build locks/<id>         # the image, ops compiled, tagged by content
   envgen matrix show --kind torch --cuda 12.4
   envgen matrix update            # show what changed on the indexes
   envgen matrix update --write    # and write it into matrix/
@@ -70,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     resolve_cmd.register(sub, common)
     make_cmd.register(sub, common)
     install_cmd.register(sub, common)
+    build_cmd.register(sub, common)
     matrix = sub.add_parser(
         "matrix", help="show or refresh the compatibility matrix", parents=[common],
         description="The compatibility matrix: facts harvested from package indexes plus "

@@ -1,0 +1,106 @@
+"""``envgen build``: build a lock directory's image (from `envgen make --image`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from envgen.cli.context import Context
+from envgen.cli.render import dump_json
+from envgen.errors import UsageError
+
+EPILOG = """\
+examples:
+  envgen make --framework deepspeed --cuda 13.2 --flavor venv --gpu-arch sm_90 --image
+  envgen build locks/deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64
+  envgen build DIR --registry ghcr.io/acme --push
+  envgen build DIR --ca-cert /etc/ssl/corp-proxy.pem          # behind a TLS-intercepting proxy
+  envgen build DIR --engine buildkit --build-arg MAX_JOBS=8    # keeps ccache/pip cache mounts
+
+Names: <registry>/<framework>:<fw>-torch<t>-cu<c>-py<p>-<os> (registry: --registry, else
+"envgen"), plus the content tag <that tag>-<12 hex of the build hash>. The build hash covers
+the Dockerfile, image/ and the lock manifest (with its lock hash): when an image with that
+content tag and hash exists locally, or in the registry with --registry, nothing is built.
+
+Engines: sdk (default) talks to the daemon through the docker SDK, whose classic builder has
+no RUN cache mounts (envgen drops them; the steps are the same, ccache just starts cold);
+buildkit runs `docker build` with BuildKit and keeps them.
+
+exit codes: 0 built (or already built), 1 the build or push failed (the failing step and the
+log tail are shown; no stopped containers are left), 2 usage error.
+"""
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("build", parents=[common], help="build a lock's image with its ops",
+                       description="Build the image of a lock directory written by "
+                       "`envgen make --image`, tagged by content; skip it when already built.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("lock_dir", metavar="DIR", help="a directory `envgen make --image` wrote")
+    p.add_argument("--tag", action="append", default=[], metavar="REF",
+                   help="an extra reference to tag the image with (repeatable)")
+    p.add_argument("--registry", metavar="HOST[/PATH]",
+                   help="name the image <registry>/<framework>:… and look for it there before "
+                   "building (config registry, env ENVGEN_REGISTRY)")
+    p.add_argument("--push", action="store_true", help="push the image to --registry")
+    p.add_argument("--ca-cert", action="append", default=[], metavar="FILE",
+                   help="extra CA certificate (PEM) trusted in the builder, for a "
+                   "TLS-intercepting proxy (repeatable; config ca-cert, env ENVGEN_CA_CERT)")
+    p.add_argument("--engine", choices=("sdk", "buildkit"), default=None,
+                   help="sdk: docker SDK + the daemon's classic builder (default); buildkit: "
+                   "the docker CLI with BuildKit (cache mounts)")
+    p.add_argument("--docker-cli", metavar="PATH",
+                   help="docker CLI for --engine buildkit (default: docker on PATH; env "
+                   "ENVGEN_DOCKER_CLI)")
+    p.add_argument("--network", metavar="NAME",
+                   help="network for RUN steps, e.g. host to reach an index on loopback")
+    p.add_argument("--build-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="Dockerfile build argument, e.g. MAX_JOBS=8 or "
+                   "TORCH_CUDA_ARCH_LIST='8.0;9.0' (repeatable)")
+    p.add_argument("--target", default="runtime", choices=("runtime", "builder", "pruned"),
+                   help="stage to build (default runtime; builder keeps the compilers)")
+    p.add_argument("--force", action="store_true",
+                   help="build even if an image with this build hash exists")
+    p.set_defaults(func=run)
+
+
+def _build_args(values: list[str]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        key, sep, val = v.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--build-arg {v!r} is not KEY=VALUE",
+                             hint="e.g. --build-arg MAX_JOBS=8")
+        out[key] = val
+    return out
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from envgen.image.build import BuildOptions, build_image
+
+    lock_dir = Path(args.lock_dir)
+    if not lock_dir.is_dir():
+        raise UsageError(f"{lock_dir} is not a directory",
+                         hint="pass the directory `envgen make --image` wrote (locks/<id>)")
+    ca = args.ca_cert or ([ctx.config["ca-cert"]] if ctx.config.get("ca-cert") else []) or (
+        [os.environ["ENVGEN_CA_CERT"]] if os.environ.get("ENVGEN_CA_CERT") else [])
+    options = BuildOptions(
+        registry=args.registry or ctx.config.get("registry") or os.environ.get("ENVGEN_REGISTRY"),
+        tags=tuple(args.tag), push=args.push, ca_certs=tuple(Path(c) for c in ca),
+        engine=args.engine or ctx.config.get("engine") or "sdk", network=args.network,
+        build_args=_build_args(args.build_arg), target=args.target, force=args.force,
+        docker_cli=args.docker_cli or os.environ.get("ENVGEN_DOCKER_CLI") or "docker")
+    result = build_image(lock_dir, options, progress=ctx.progress)
+    if ctx.json:
+        dump_json(result.to_dict(), ctx.out)
+        return 0
+    verb = f"Found ({result.skipped})" if result.skipped else "Built"
+    size = f", {result.size / 1e9:.2f} GB" if result.size else ""
+    print(f"{verb} {result.references[0]} in {result.seconds:.1f} s{size}", file=ctx.out)
+    print(f"  image {result.image_id}", file=ctx.out)
+    for ref in result.references[1:]:
+        print(f"  also tagged {ref}", file=ctx.out)
+    for ref in result.pushed:
+        print(f"  pushed {ref}", file=ctx.out)
+    return 0

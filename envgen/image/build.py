@@ -1,0 +1,350 @@
+"""Build, tag and push a lock directory's image.
+
+``build_image`` names the image by content (the build hash over the Dockerfile and the lock,
+see ``context.build_hash``), skips the build when that image already exists locally or in the
+registry, otherwise builds it with the docker SDK (the daemon's classic builder) or with the
+docker CLI's BuildKit, streaming a compact step log, and pushes on request. A failed build
+raises ``BuildFailed`` naming the step and carrying the log tail; intermediate containers are
+always removed (``forcerm``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import tempfile
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from envgen import __version__
+from envgen.errors import EnvgenError, UsageError
+from envgen.image.context import (
+    build_hash,
+    context_files,
+    context_tar,
+    read_ca_certs,
+    write_context,
+)
+from envgen.image.naming import ImageName, check_registry
+
+ENGINES = ("sdk", "buildkit")
+TAIL = 40
+_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_BK_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?\s*(\d+)/(\d+)\] (.*)$")
+
+
+class BuildFailed(EnvgenError):
+    """The Dockerfile failed; ``step`` is the instruction, ``tail`` the last log lines."""
+
+    def __init__(self, message: str, step: str, tail: list[str], hint: str) -> None:
+        super().__init__(message, hint=hint)
+        self.step, self.tail = step, tail
+        self.report = (f"--- build log, last {len(tail)} lines ---\n" + "\n".join(tail)
+                       + "\n---") if tail else None
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    registry: str | None = None  # host[:port][/path]; images are named <registry>/<framework>
+    tags: tuple[str, ...] = ()  # extra tags (or full references) to apply
+    push: bool = False
+    ca_certs: tuple[Path, ...] = ()
+    engine: str = "sdk"
+    network: str | None = None  # network for RUN steps (e.g. "host")
+    build_args: dict[str, str] = field(default_factory=dict)
+    target: str = "runtime"
+    force: bool = False  # build even if an image with this build hash exists
+    docker_cli: str = "docker"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    image_id: str
+    references: tuple[str, ...]
+    build_hash: str
+    lock_hash: str
+    skipped: str | None  # None (built), "local" or "registry": where the image was found
+    pushed: tuple[str, ...]
+    seconds: float
+    size: int | None  # bytes, local images only
+
+    def to_dict(self) -> dict:
+        return {"image_id": self.image_id, "references": list(self.references),
+                "build_hash": self.build_hash, "lock_hash": self.lock_hash,
+                "skipped": self.skipped, "pushed": list(self.pushed),
+                "seconds": round(self.seconds, 3), "size": self.size}
+
+
+def docker_client():
+    """A docker SDK client for DOCKER_HOST (or the local socket), checked to answer."""
+    try:
+        import docker
+    except ImportError:  # pragma: no cover - a dependency
+        raise EnvgenError("the docker Python package is not installed",
+                          hint="pip install docker") from None
+    try:
+        client = docker.from_env(timeout=600)
+        client.ping()
+    except Exception as exc:  # docker.errors.DockerException and connection errors
+        raise EnvgenError(f"cannot reach the Docker daemon ({_short(exc)})",
+                          hint="start dockerd (or Docker Desktop), or point DOCKER_HOST at "
+                          "one: DOCKER_HOST=unix:///var/run/docker.sock") from None
+    return client
+
+
+def _short(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1][:300] if text else type(exc).__name__
+
+
+def names_for(manifest: dict, registry: str | None) -> ImageName:
+    image = manifest.get("image") or {}
+    if not image:
+        raise UsageError("this lock was made without --image",
+                         hint="re-run its `envgen make` command with --image")
+    repo = image["repository"]
+    if registry:
+        repo = f"{check_registry(registry)}/{repo.split('/', 1)[1]}"
+    return ImageName(repository=repo, tag=image["tag"])
+
+
+def _labels(manifest: dict, bhash: str) -> dict[str, str]:
+    return {
+        "io.envgen.build-hash": bhash,
+        "io.envgen.envgen-version": __version__,
+        "org.opencontainers.image.created":
+            datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "org.opencontainers.image.ref.name": manifest["image"]["tag"],
+    }
+
+
+def find_existing(client, refs: list[str], bhash: str, registry: bool) -> tuple[str, str] | None:
+    """(where, image id or digest) of an image with this build hash, locally or (when
+    ``registry``) in the registry, else None."""
+    import docker
+
+    for ref in refs:
+        try:
+            img = client.images.get(ref)
+        except docker.errors.ImageNotFound:
+            continue
+        except docker.errors.APIError as exc:
+            raise EnvgenError(f"cannot inspect {ref}: {_short(exc)}") from None
+        if (img.labels or {}).get("io.envgen.build-hash") == bhash:
+            return "local", img.id
+    if registry:
+        for ref in refs:
+            try:
+                data = client.images.get_registry_data(ref)
+            except docker.errors.NotFound:
+                continue
+            except docker.errors.APIError as exc:
+                if exc.status_code in (404, 401, 403) or "manifest unknown" in str(exc):
+                    continue
+                raise EnvgenError(f"cannot query the registry for {ref}: {_short(exc)}",
+                                  hint="check --registry and that you are logged in "
+                                  "(docker login)") from None
+            return "registry", data.id
+    return None
+
+
+def _stream_sdk(client, lock_dir: Path, options: BuildOptions, ref: str,
+                labels: dict[str, str], progress: Callable[[str], None]) -> str:
+    tar = context_tar(lock_dir, read_ca_certs(options.ca_certs), classic=True)
+    stream = client.api.build(
+        fileobj=_BytesReader(tar), custom_context=True, tag=ref, labels=labels,
+        buildargs=options.build_args or None, target=options.target,
+        network_mode=options.network, forcerm=True, rm=True, decode=True, pull=False)
+    return _follow(_sdk_lines(stream), progress)
+
+
+class _BytesReader:
+    """docker-py streams a file object; a plain bytes buffer with read()."""
+
+    def __init__(self, data: bytes) -> None:
+        import io
+
+        self._buf = io.BytesIO(data)
+
+    def read(self, n: int = -1) -> bytes:
+        return self._buf.read(n)
+
+
+def _sdk_lines(stream: Iterable[dict]) -> Iterable[tuple[str, str]]:
+    for item in stream:
+        if "errorDetail" in item or "error" in item:
+            detail = item.get("errorDetail") or {}
+            yield "error", (detail.get("message") or item.get("error") or "build failed").strip()
+        elif "aux" in item and isinstance(item["aux"], dict) and "ID" in item["aux"]:
+            yield "id", item["aux"]["ID"]
+        elif "stream" in item:
+            for line in _ANSI.sub("", item["stream"]).splitlines():
+                if line.strip():
+                    yield "log", line.rstrip()
+
+
+def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None]) -> str:
+    """Turn the build's lines into a compact step log; return the image id or raise."""
+    tail: deque[str] = deque(maxlen=TAIL)
+    step, started, image_id = "", time.monotonic(), ""
+    step_started = started
+    for kind, text in lines:
+        if kind == "id":
+            image_id = text
+            continue
+        if kind == "error":
+            raise BuildFailed(
+                f"the build failed at {step or 'the start'}: {text}", step=step,
+                tail=list(tail),
+                hint="the log tail above shows why; fix the cause (network? --ca-cert? "
+                "--network host for a loopback index?) and run envgen build again")
+        tail.append(text)
+        m = _STEP.match(text) or _BK_STEP.match(text)
+        if m and text != step:
+            now = time.monotonic()
+            if step:
+                progress(f"  done in {now - step_started:.1f} s")
+            number, total, instruction = m.groups()
+            step, step_started = f"step {number}/{total} ({_clip(instruction)})", now
+            progress(f"[{int(number):>2}/{total}] {_clip(instruction, 100)}")
+        elif text.startswith("Successfully built "):
+            image_id = image_id or text.split()[-1]
+    if step:
+        progress(f"  done in {time.monotonic() - step_started:.1f} s")
+    if not image_id:
+        raise BuildFailed("the build ended without an image", step=step, tail=list(tail),
+                          hint="run envgen build -v to see the whole log")
+    return image_id
+
+
+def _clip(text: str, width: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: dict[str, str],
+                     progress: Callable[[str], None]) -> str:
+    with tempfile.TemporaryDirectory(prefix="envgen-context-") as tmp:
+        ctx = write_context(lock_dir, read_ca_certs(options.ca_certs), Path(tmp) / "ctx")
+        iid = Path(tmp) / "iid"
+        cmd = [options.docker_cli, "build", "--progress=plain", "--target", options.target,
+               "--tag", ref, "--iidfile", str(iid)]
+        for k, v in sorted(labels.items()):
+            cmd += ["--label", f"{k}={v}"]
+        for k, v in sorted(options.build_args.items()):
+            cmd += ["--build-arg", f"{k}={v}"]
+        if options.network:
+            cmd += ["--network", options.network]
+        cmd.append(str(ctx))
+        env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+        try:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True, env=env, errors="replace")
+        except OSError as exc:
+            raise UsageError(f"cannot run the docker CLI {options.docker_cli!r}: {exc.strerror}",
+                             hint="install the docker CLI, pass --docker-cli PATH, or use "
+                             "--engine sdk") from None
+
+        def lines() -> Iterable[tuple[str, str]]:
+            assert proc.stdout is not None
+            error = None
+            for line in proc.stdout:
+                line = line.rstrip()
+                if line.startswith(("ERROR:", "error:")) or re.match(r"^#\d+ ERROR:", line):
+                    error = line.split("ERROR:", 1)[-1].strip() or line
+                if line:
+                    yield "log", line
+            if proc.wait() != 0:
+                yield "error", error or f"docker build exited with {proc.returncode}"
+            elif iid.is_file():
+                yield "id", iid.read_text().strip()
+
+        return _follow(lines(), progress)
+
+
+def _push(client, ref: str, progress: Callable[[str], None]) -> None:
+    repo, tag = ref.rsplit(":", 1)
+    last = ""
+    for item in client.api.push(repo, tag=tag, stream=True, decode=True):
+        if "error" in item or "errorDetail" in item:
+            msg = (item.get("errorDetail") or {}).get("message") or item.get("error")
+            raise EnvgenError(f"pushing {ref} failed: {msg}",
+                              hint="check the registry address and your login (docker login)")
+        status = item.get("status", "")
+        if status and status != last and not item.get("progressDetail"):
+            last = status
+            if status.startswith(("Pushed", "Layer already exists")) or "digest" in status:
+                progress(f"  push: {_clip(status, 90)}")
+
+
+def build_image(lock_dir: Path, options: BuildOptions,
+                progress: Callable[[str], None] = lambda _m: None, client=None) -> BuildResult:
+    """Build (or find) the image of ``lock_dir``; see the module docstring."""
+    started = time.monotonic()
+    lock_dir = Path(lock_dir)
+    if options.engine not in ENGINES:
+        raise UsageError(f"unknown engine {options.engine!r}",
+                         hint=f"use --engine {' or --engine '.join(ENGINES)}")
+    if options.push and not options.registry:
+        raise UsageError("--push needs --registry", hint="e.g. --registry ghcr.io/acme --push")
+    context_files(lock_dir)  # a directory without a Dockerfile is a usage error
+    manifest = _manifest(lock_dir)
+    name = names_for(manifest, options.registry)
+    bhash = build_hash(lock_dir)
+    lock_hash = manifest["lock_hash"]
+    suffix = "" if options.target == "runtime" else f"-{options.target}"
+    content = name.ref(name.content_tag(bhash) + suffix)
+    refs = [content, name.ref(name.tag + suffix), *options.tags]
+    read_ca_certs(options.ca_certs)  # bad input fails before anything runs
+    client = client or docker_client()
+    found = None if options.force else find_existing(
+        client, [content], bhash, registry=bool(options.registry))
+    pushed: list[str] = []
+    if found:
+        where, image_id = found
+        progress(f"{content} is already built ({where}); skipping the build")
+        if where == "local":
+            _tag(client, image_id, refs[1:])
+    else:
+        progress(f"building {content} with the {options.engine} engine")
+        labels = _labels(manifest, bhash)
+        if options.engine == "sdk":
+            image_id = _stream_sdk(client, lock_dir, options, content, labels, progress)
+        else:
+            image_id = _stream_buildkit(lock_dir, options, content, labels, progress)
+        _tag(client, image_id, refs[1:])
+    if options.push and (not found or found[0] == "local"):
+        for ref in refs[:2]:
+            progress(f"pushing {ref}")
+            _push(client, ref, progress)
+            pushed.append(ref)
+    size = None
+    if not found or found[0] == "local":
+        size = client.images.get(image_id).attrs.get("Size")
+    return BuildResult(image_id=image_id, references=tuple(refs), build_hash=bhash,
+                       lock_hash=lock_hash, skipped=found[0] if found else None,
+                       pushed=tuple(pushed), seconds=time.monotonic() - started, size=size)
+
+
+def _tag(client, image_id: str, refs: list[str]) -> None:
+    for ref in refs:
+        repo, _, tag = ref.rpartition(":")
+        if "/" in tag or not repo:
+            repo, tag = ref, "latest"
+        client.api.tag(image_id, repo, tag=tag)
+
+
+def _manifest(lock_dir: Path) -> dict:
+    from envgen.lock import read_manifest
+    from envgen.lock.install import verify_files
+
+    manifest = read_manifest(lock_dir)
+    verify_files(lock_dir, manifest)
+    return json.loads(json.dumps(manifest))

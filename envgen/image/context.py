@@ -1,0 +1,111 @@
+"""The build context of a lock directory: what goes to the daemon, and the build hash that
+names the result.
+
+The context is the Dockerfile plus image/ (what .dockerignore lets through), as a tar with
+fixed owners and times so the same directory always gives the same bytes. Extra CA
+certificates (``--ca-cert``) are added to the tar only; they never enter the lock directory
+or the build hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import tarfile
+from pathlib import Path
+
+from envgen.errors import EnvgenError, UsageError
+
+DOCKERFILE = "Dockerfile"
+HASHED = ("Dockerfile", ".dockerignore", "envgen.lock.json")
+CA_DIR = "image/ca-certificates"
+_CACHE_MOUNT = re.compile(r"^(RUN )((?:--mount=\S+\s*\\?\n?\s*)+)", re.MULTILINE)
+
+
+def context_files(lock_dir: Path) -> list[Path]:
+    """Dockerfile and every file under image/, sorted (relative paths)."""
+    lock_dir = Path(lock_dir)
+    if not (lock_dir / DOCKERFILE).is_file():
+        raise UsageError(f"{lock_dir} has no Dockerfile",
+                         hint="write one with `envgen make ... --image`, then build that "
+                         "directory")
+    files = [Path(DOCKERFILE)]
+    image = lock_dir / "image"
+    if image.is_dir():
+        files += sorted(p.relative_to(lock_dir) for p in image.rglob("*") if p.is_file())
+    return files
+
+
+def build_hash(lock_dir: Path) -> str:
+    """sha256 over the Dockerfile, .dockerignore, the lock manifest (which holds the lock hash
+    and every lock file's hash) and image/*: the same hash means the same build."""
+    lock_dir = Path(lock_dir)
+    names = sorted({*(Path(n) for n in HASHED if (lock_dir / n).is_file()),
+                    *context_files(lock_dir)})
+    digest = hashlib.sha256()
+    for rel in names:
+        data = (lock_dir / rel).read_bytes()
+        digest.update(f"{rel.as_posix()}\0{len(data)}\0".encode())
+        digest.update(data)
+    return "sha256:" + digest.hexdigest()
+
+
+def classic_dockerfile(text: str) -> str:
+    """The Dockerfile for the daemon's classic builder (the docker SDK's): RUN --mount cache
+    options are BuildKit-only, so they go; the steps are otherwise the same, only nothing is
+    cached between builds inside those steps."""
+    return _CACHE_MOUNT.sub(r"\1", text)
+
+
+def read_ca_certs(paths: tuple[Path, ...]) -> list[tuple[str, bytes]]:
+    out = []
+    for i, path in enumerate(paths):
+        try:
+            data = Path(path).read_bytes()
+        except OSError as exc:
+            raise UsageError(f"--ca-cert {path}: {exc.strerror or exc}",
+                             hint="give the path of a PEM file with your proxy's CA") from None
+        if b"-----BEGIN CERTIFICATE-----" not in data:
+            raise UsageError(f"--ca-cert {path} holds no PEM certificate",
+                             hint="export the CA as PEM (-----BEGIN CERTIFICATE-----)")
+        out.append((f"{CA_DIR}/envgen-extra-{i}.crt", data))
+    return out
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), mode, 0
+    info.uid = info.gid = 0
+    info.uname = info.gname = "root"
+    tar.addfile(info, io.BytesIO(data))
+
+
+def context_tar(lock_dir: Path, ca_certs: list[tuple[str, bytes]], classic: bool) -> bytes:
+    """The context as an uncompressed tar (Dockerfile rewritten for the classic builder if
+    ``classic``)."""
+    lock_dir = Path(lock_dir)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for rel in context_files(lock_dir):
+            data = (lock_dir / rel).read_bytes()
+            if rel.as_posix() == DOCKERFILE and classic:
+                data = classic_dockerfile(data.decode("utf-8")).encode("utf-8")
+            mode = 0o755 if (lock_dir / rel).stat().st_mode & 0o111 else 0o644
+            _add(tar, rel.as_posix(), data, mode)
+        for name, data in ca_certs:
+            _add(tar, name, data)
+    return buf.getvalue()
+
+
+def write_context(lock_dir: Path, ca_certs: list[tuple[str, bytes]], dest: Path) -> Path:
+    """The same context as a directory (for the docker CLI's BuildKit)."""
+    tar_bytes = context_tar(lock_dir, ca_certs, classic=False)
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        try:
+            tar.extractall(dest, filter="data")
+        except TypeError:  # Python < 3.10.12 has no filter argument
+            tar.extractall(dest)
+    if not (dest / DOCKERFILE).is_file():
+        raise EnvgenError(f"could not stage the build context in {dest}")
+    return dest
