@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+
 import nox
 
 nox.options.sessions = ["lint", "tests"]
@@ -35,6 +38,37 @@ def bench(session: nox.Session) -> None:
     session.install("-e", ".[test]")  # the lock benchmark builds its channel with tests/support
     session.run("python", "benchmarks/bench_resolve.py")
     session.run("python", "benchmarks/bench_lock.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
+def image(session: nox.Session) -> None:
+    """Lock one combination and build its image with the ops compiled (needs dockerd).
+
+    nox -s image -- <combination id> [envgen make options]
+      e.g. nox -s image -- deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64 \
+               --flavor venv --gpu-arch sm_90 --base local/debian:bookworm
+    Build options come from the environment: ENVGEN_REGISTRY, ENVGEN_CA_CERT (a proxy's CA),
+    ENVGEN_IMAGE_PUSH=1, ENVGEN_BUILD_ARGS="MAX_JOBS=8". Writes locks/<id>/ and prints the
+    framework's own report from inside the image (DeepSpeed: ds_report).
+    """
+    if not session.posargs:
+        session.error("usage: nox -s image -- <combination id> [envgen make options]")
+    combination, *make_options = session.posargs
+    session.install("-e", ".")
+    out = "locks"
+    session.run("envgen", "make", "--combination", combination, "--image", "--out", out,
+                *make_options)
+    build = ["envgen", "build", f"{out}/{combination}", "--json"]
+    for arg in os.environ.get("ENVGEN_BUILD_ARGS", "").split():
+        build += ["--build-arg", arg]
+    if os.environ.get("ENVGEN_IMAGE_PUSH") == "1":
+        build.append("--push")
+    result = json.loads(session.run(*build, silent=True, log=False))
+    session.log(json.dumps(result, indent=2))
+    docker = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
+    report = ["ds_report"] if combination.startswith("deepspeed-") else [
+        "python", "-c", "import torch; print(torch.__version__, torch.version.cuda)"]
+    session.run(docker, "run", "--rm", result["references"][0], *report, external=True)
 
 
 @nox.session(python=PYTHON)

@@ -1,8 +1,10 @@
 from __future__ import annotations
 
 import ipaddress
+import os
 import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -69,3 +71,19 @@ def _no_internet(request, monkeypatch):
 
     monkeypatch.setattr(socket.socket, "connect", connect)
     monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+
+
+@pytest.fixture(scope="session")
+def docker_ready() -> dict[str, str]:
+    """dockerd, the debootstrap base image and a registry on 127.0.0.1:5000, brought up by
+    tests/support/docker-up.sh (installs Debian's packages if missing; needs root). Skips when
+    that cannot be done, unless ENVGEN_REQUIRE_DOCKER=1 (CI), where it fails."""
+    script = Path(__file__).parent / "support" / "docker-up.sh"
+    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        reason = f"docker-up.sh failed ({proc.returncode}): {proc.stderr[-1500:]}"
+        if os.environ.get("ENVGEN_REQUIRE_DOCKER"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return {"base": os.environ.get("ENVGEN_TEST_BASE", "local/debian:bookworm"),
+            "registry": os.environ.get("ENVGEN_TEST_REGISTRY", "127.0.0.1:5000")}

@@ -1,0 +1,149 @@
+"""`envgen build` against a real dockerd: build FROM the debootstrap base, labels read back,
+the skip-if-built paths (local and registry), push/pull through a local registry, a failing
+build that leaves no containers, and the BuildKit engine.
+
+The lock is the venv flavor of the stand-in combination (tests/lock/conftest.py), whose
+wheels the builder installs from the loopback index (so RUN steps use --network host).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.run import HOST_PY, run_envgen
+
+pytestmark = [
+    pytest.mark.integration, pytest.mark.docker,
+    pytest.mark.skipif(HOST_PY != "3.11", reason="the image's Python is bookworm's 3.11 and the "
+                       "stand-in wheels are built for the host's Python"),
+]
+DOCKER = "/usr/bin/docker"
+
+
+def docker(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([DOCKER, *args], capture_output=True, text=True, check=check,
+                          timeout=600)
+
+
+def containers() -> set[str]:
+    return set(docker("ps", "-aq", "--no-trunc").stdout.split())
+
+
+@pytest.fixture(scope="module")
+def image_lock(docker_ready, lock_matrix, conda_channel, wheel_index, tmp_path_factory):
+    """`envgen make --flavor venv --image` for the stand-ins, FROM the local base."""
+    _, url = wheel_index
+    tmp = tmp_path_factory.mktemp("imagelock")
+    proc = run_envgen("make", "--matrix-dir", str(lock_matrix), "--framework", "deepspeed",
+                      "--python", HOST_PY, "--os", "debian-12", "--flavor", "venv",
+                      "--torch", "2.12.0", "--index-url", url, "--cache-dir", str(tmp / "cache"),
+                      "--out", str(tmp / "locks"), "--image", "--base", docker_ready["base"],
+                      "--gpu-arch", "sm_90", "--json")
+    assert proc.returncode == 0, proc.stderr
+    made = json.loads(proc.stdout)
+    return made
+
+
+def build(lock_dir: str, *extra: str) -> subprocess.CompletedProcess:
+    return run_envgen("build", lock_dir, "--network", "host", *extra, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def built(image_lock):
+    before = containers()
+    proc = build(image_lock["directory"], "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert containers() == before, "the build left containers behind"
+    return json.loads(proc.stdout), proc
+
+
+def test_build_labels_and_runtime(image_lock, built):
+    result, proc = built
+    assert result["skipped"] is None
+    assert "[ 1/" in proc.stderr and "done in" in proc.stderr  # the compact step log
+    ref = result["references"][0]
+    assert ref.startswith("envgen/deepspeed:0.18.2-torch2.12.0-cu130-py3.11-debian12-")
+    labels = json.loads(docker("image", "inspect", ref, "--format",
+                               "{{json .Config.Labels}}").stdout)
+    manifest = json.loads(Path(image_lock["directory"], "envgen.lock.json").read_text())
+    assert labels["io.envgen.lock-hash"] == manifest["lock_hash"] == image_lock["lock_hash"]
+    assert labels["io.envgen.build-hash"] == result["build_hash"]
+    assert labels["io.envgen.combination"] == image_lock["id"]
+    assert labels["io.envgen.cuda-arch-list"] == "9.0+PTX"
+    assert labels["org.opencontainers.image.version"] == manifest["image"]["tag"]
+    assert labels["org.opencontainers.image.created"].endswith("+00:00")
+    # the human tag points at the same image
+    human = docker("image", "inspect", result["references"][1], "--format", "{{.Id}}").stdout
+    assert human.strip() == result["image_id"]
+    # runtime: non-root, the env works, the build-only packages and compilers are gone
+    run = docker("run", "--rm", ref, "bash", "-c",
+                 "id -u; python -c 'import torch, deepspeed; print(deepspeed.__version__)';"
+                 " python -m pip show nvidia-cuda-nvcc >/dev/null 2>&1 && echo has-nvcc;"
+                 " command -v gcc-12 g++-12 || echo no-compilers;"
+                 " echo ${DS_ACCELERATOR:-unset}")
+    want = ["1000", "0.18.2", "no-compilers", "unset"]
+    assert run.stdout.split() == want, run.stdout + run.stderr
+
+
+def test_rebuild_is_skipped(image_lock, built):
+    result, _ = built
+    proc = build(image_lock["directory"], "--json")
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(proc.stdout)
+    assert again["skipped"] == "local" and again["image_id"] == result["image_id"]
+    assert "already built (local); skipping the build" in proc.stderr
+
+
+def test_push_pull_and_registry_skip(image_lock, built, docker_ready):
+    registry = docker_ready["registry"]
+    proc = build(image_lock["directory"], "--registry", registry, "--push", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pushed = json.loads(proc.stdout)
+    ref = pushed["references"][0]
+    assert ref.startswith(f"{registry}/deepspeed:") and ref in pushed["pushed"]
+    # gone locally, still in the registry: the build is skipped, and a pull brings it back
+    docker("image", "rm", *pushed["references"][:2])
+    proc = build(image_lock["directory"], "--registry", registry, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["skipped"] == "registry"
+    docker("pull", ref)
+    pulled = json.loads(docker("image", "inspect", ref, "--format",
+                               "{{json .Config.Labels}}").stdout)
+    assert pulled["io.envgen.build-hash"] == pushed["build_hash"]
+
+
+def test_failing_build_names_step_and_leaves_no_containers(image_lock, built):
+    """Without --network host the loopback index is unreachable from the build, so the ops
+    step (its cache busted by a new MAX_JOBS) fails downloading the framework."""
+    before = containers()
+    proc = run_envgen("build", image_lock["directory"], "--force", "--build-arg", "MAX_JOBS=3",
+                      timeout=900)
+    assert proc.returncode == 1, proc.stderr
+    assert "envgen: error: the build failed at step" in proc.stderr
+    assert "DS_ACCELERATOR=cuda" in proc.stderr.split("envgen: error:")[1]  # the ops step
+    assert "--- build log, last" in proc.stderr  # the tail is shown
+    assert containers() == before
+
+
+def test_buildkit_engine(image_lock, built):
+    proc = build(image_lock["directory"], "--engine", "buildkit", "--docker-cli", DOCKER,
+                 "--force", "--tag", "envgen-test/buildkit:1", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    labels = json.loads(docker("image", "inspect", "envgen-test/buildkit:1", "--format",
+                               "{{json .Config.Labels}}").stdout)
+    assert labels["io.envgen.build-hash"] == result["build_hash"]
+
+
+def test_build_usage_errors(tmp_path, image_lock):
+    proc = run_envgen("build", str(tmp_path))
+    assert proc.returncode == 2 and "has no Dockerfile" in proc.stderr
+    proc = run_envgen("build", image_lock["directory"], "--push")
+    assert proc.returncode == 2 and "--push needs --registry" in proc.stderr
+    bad = tmp_path / "bad.pem"
+    bad.write_text("not a cert")
+    proc = run_envgen("build", image_lock["directory"], "--ca-cert", str(bad))
+    assert proc.returncode == 2 and "holds no PEM certificate" in proc.stderr

