@@ -239,6 +239,7 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
                             hint="add one with its cuda_home and fix-ups")
         cuda_home = f"/opt/env/lib/python{python}/site-packages/{toolkit.cuda_home}"
         values["cuda_home"] = cuda_home
+        values["cc"] = family.cc.format(**values)
         toolkit_env = _env_lines(toolkit.env, values)
         setup = [s.format(**values) for s in toolkit.setup]
         prune_names = _matching([p.name for p in inp.pip], toolkit.build_only)
@@ -271,7 +272,7 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "INSTALL_RUNTIME": family.install.format(packages=pkgs(runtime)),
         "USERADD": family.useradd, "CUDA_HOME": values.get("cuda_home", "/opt/env"),
         "TOOLKIT_ENV": toolkit_env,
-        "TOOLKIT_SETUP": f"RUN {' && '.join(setup)}" if setup else "",
+        "TOOLKIT_SETUP": "RUN " + " \\\n && ".join(setup) if setup else "",
         "OPS_ENV": ops_env, "CC": cc, "CXX": cxx,
         "CCACHE": "CCACHE_DIR=/root/.cache/ccache " if uses_ccache else "",
         "CHECK": ops.check, "PRUNE": prune or "true",

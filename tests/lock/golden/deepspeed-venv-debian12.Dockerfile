@@ -32,8 +32,9 @@ RUN --mount=type=cache,target=/root/.cache/pip \
 ENV VIRTUAL_ENV=/opt/env \
     PATH=/opt/env/bin:$PATH \
     CUDA_HOME=/opt/env/lib/python3.11/site-packages/nvidia/cu13 \
-    LIBRARY_PATH=/opt/env/lib/python3.11/site-packages/nvidia/cu13/lib/stubs
-RUN ln -sf libcudart.so.13 /opt/env/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so
+    LIBRARY_PATH=/opt/envgen/stubs
+RUN ln -sf libcudart.so.13 /opt/env/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so \
+ && mkdir -p /opt/envgen/stubs && echo 'void envgen_libcuda_stub(void) {}' | gcc-12 -shared -x c - -Wl,-soname,libcuda.so.1 -o /opt/envgen/stubs/libcuda.so
 # Compilers go through envgen's portable wrapper (image/portable-cc.sh): host-tuned flags such
 # as -march=native become the portable target in image/portable-flags, and ccache caches the
 # objects between builds.

@@ -1,0 +1,106 @@
+"""Build context, build hash and the build-log follower: pure parts of `envgen build`."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import pytest
+
+from envgen.errors import UsageError
+from envgen.image.build import BuildFailed, _follow, _sdk_lines, names_for
+from envgen.image.context import build_hash, context_files, context_tar, read_ca_certs
+
+PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+
+
+@pytest.fixture
+def lock_dir(tmp_path):
+    d = tmp_path / "lock"
+    (d / "image" / "ca-certificates").mkdir(parents=True)
+    (d / "Dockerfile").write_text("FROM x\nRUN --mount=type=cache,target=/c \\\n    make\n")
+    (d / ".dockerignore").write_text("*\n!image/\n")
+    (d / "envgen.lock.json").write_text('{"lock_hash": "sha256:1"}\n')
+    (d / "image" / "base.lock.txt").write_text("a==1\n")
+    (d / "image" / "ca-certificates" / "README").write_text("certs\n")
+    (d / "requirements.lock.txt").write_text("a==1\n")
+    return d
+
+
+def _names(tar_bytes: bytes) -> dict[str, bytes]:
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_context_is_dockerfile_and_image_only(lock_dir):
+    assert [p.as_posix() for p in context_files(lock_dir)] == [
+        "Dockerfile", "image/base.lock.txt", "image/ca-certificates/README"]
+
+
+def test_context_tar_is_deterministic_and_classic_drops_mounts(lock_dir):
+    a = context_tar(lock_dir, [], classic=True)
+    assert a == context_tar(lock_dir, [], classic=True)
+    assert _names(a)["Dockerfile"] == b"FROM x\nRUN make\n"
+    assert b"--mount" in _names(context_tar(lock_dir, [], classic=False))["Dockerfile"]
+
+
+def test_ca_certs_go_into_the_tar_but_not_the_hash(lock_dir, tmp_path):
+    ca = tmp_path / "corp.pem"
+    ca.write_bytes(PEM)
+    before = build_hash(lock_dir)
+    files = _names(context_tar(lock_dir, read_ca_certs((ca,)), classic=True))
+    assert files["image/ca-certificates/envgen-extra-0.crt"] == PEM
+    assert build_hash(lock_dir) == before
+    assert not list((lock_dir / "image" / "ca-certificates").glob("*.crt"))
+
+
+@pytest.mark.parametrize("name", ["Dockerfile", "envgen.lock.json", "image/base.lock.txt"])
+def test_build_hash_covers_dockerfile_manifest_and_image_files(lock_dir, name):
+    before = build_hash(lock_dir)
+    (lock_dir / name).write_text((lock_dir / name).read_text() + "# changed\n")
+    assert build_hash(lock_dir) != before
+
+
+def test_build_hash_ignores_files_outside_the_context(lock_dir):
+    before = build_hash(lock_dir)
+    (lock_dir / "requirements.lock.txt").write_text("b==2\n")  # covered via the manifest
+    assert build_hash(lock_dir) == before
+
+
+def test_bad_ca_cert(tmp_path):
+    bad = tmp_path / "x.pem"
+    bad.write_text("nope")
+    with pytest.raises(UsageError, match="holds no PEM certificate"):
+        read_ca_certs((bad,))
+    with pytest.raises(UsageError, match="missing.pem"):
+        read_ca_certs((tmp_path / "missing.pem",))
+
+
+def test_follow_prints_steps_and_returns_the_image():
+    lines = []
+    stream = [{"stream": "Step 1/2 : FROM x\n"}, {"stream": " ---> abc\n"},
+              {"stream": "Step 2/2 : RUN make\n"}, {"stream": "\x1b[91mwarning\x1b[0m\n"},
+              {"aux": {"ID": "sha256:feed"}}, {"stream": "Successfully built feed\n"}]
+    assert _follow(_sdk_lines(stream), lines.append) == "sha256:feed"
+    assert lines[0] == "[ 1/2] FROM x" and lines[2] == "[ 2/2] RUN make"
+    assert lines[1].startswith("  done in ")
+
+
+def test_follow_reports_the_failing_step_with_the_tail():
+    stream = [{"stream": "Step 1/3 : FROM x\n"}, {"stream": "Step 2/3 : RUN pip install y\n"},
+              {"stream": "ERROR: No matching distribution found for y\n"},
+              {"errorDetail": {"message": "The command returned a non-zero code: 1"},
+               "error": "The command returned a non-zero code: 1"}]
+    with pytest.raises(BuildFailed) as exc:
+        _follow(_sdk_lines(stream), lambda _m: None)
+    assert exc.value.message == ("the build failed at step 2/3 (RUN pip install y): "
+                                 "The command returned a non-zero code: 1")
+    assert exc.value.tail[-1] == "ERROR: No matching distribution found for y"
+    assert "No matching distribution" in exc.value.report
+
+
+def test_names_need_an_image_lock():
+    with pytest.raises(UsageError, match="made without --image"):
+        names_for({"image": None}, None)
+    name = names_for({"image": {"repository": "envgen/deepspeed", "tag": "t"}}, "reg:5000/x")
+    assert name.ref() == "reg:5000/x/deepspeed:t"
