@@ -91,7 +91,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         engine=args.engine or ctx.config.get("engine") or "sdk", network=args.network,
         build_args=_build_args(args.build_arg), target=args.target, force=args.force,
         docker_cli=args.docker_cli or os.environ.get("ENVGEN_DOCKER_CLI") or "docker")
-    result = build_image(lock_dir, options, progress=ctx.progress)
+    result = build_image(lock_dir, options, progress=ctx.progress,
+                         log=ctx.debug if ctx.verbose else None)
     if ctx.json:
         dump_json(result.to_dict(), ctx.out)
         return 0

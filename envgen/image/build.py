@@ -10,7 +10,7 @@ always removed (``forcerm``).
 
 from __future__ import annotations
 
-import json
+import io
 import os
 import re
 import subprocess
@@ -156,25 +156,14 @@ def find_existing(client, refs: list[str], bhash: str, registry: bool) -> tuple[
 
 
 def _stream_sdk(client, lock_dir: Path, options: BuildOptions, ref: str,
-                labels: dict[str, str], progress: Callable[[str], None]) -> str:
+                labels: dict[str, str], progress: Callable[[str], None],
+                log: Callable[[str], None] | None) -> str:
     tar = context_tar(lock_dir, read_ca_certs(options.ca_certs), classic=True)
     stream = client.api.build(
-        fileobj=_BytesReader(tar), custom_context=True, tag=ref, labels=labels,
+        fileobj=io.BytesIO(tar), custom_context=True, tag=ref, labels=labels,
         buildargs=options.build_args or None, target=options.target,
         network_mode=options.network, forcerm=True, rm=True, decode=True, pull=False)
-    return _follow(_sdk_lines(stream), progress)
-
-
-class _BytesReader:
-    """docker-py streams a file object; a plain bytes buffer with read()."""
-
-    def __init__(self, data: bytes) -> None:
-        import io
-
-        self._buf = io.BytesIO(data)
-
-    def read(self, n: int = -1) -> bytes:
-        return self._buf.read(n)
+    return _follow(_sdk_lines(stream), progress, log)
 
 
 def _sdk_lines(stream: Iterable[dict]) -> Iterable[tuple[str, str]]:
@@ -190,15 +179,23 @@ def _sdk_lines(stream: Iterable[dict]) -> Iterable[tuple[str, str]]:
                     yield "log", line.rstrip()
 
 
-def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None]) -> str:
-    """Turn the build's lines into a compact step log; return the image id or raise."""
+HEARTBEAT = 60.0  # seconds between "still running" lines in a long step
+
+
+def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None],
+            log: Callable[[str], None] | None = None) -> str:
+    """Turn the build's lines into a compact step log (a line per step, its duration, and a
+    heartbeat with the latest output during long steps; every line to ``log``); return the
+    image id or raise BuildFailed."""
     tail: deque[str] = deque(maxlen=TAIL)
     step, started, image_id = "", time.monotonic(), ""
-    step_started = started
+    step_started = last_said = started
     for kind, text in lines:
         if kind == "id":
             image_id = text
             continue
+        if log is not None and kind == "log":
+            log(text)
         if kind == "error":
             raise BuildFailed(
                 f"the build failed at {step or 'the start'}: {text}", step=step,
@@ -214,6 +211,10 @@ def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None]) -
             number, total, instruction = m.groups()
             step, step_started = f"step {number}/{total} ({_clip(instruction)})", now
             progress(f"[{int(number):>2}/{total}] {_clip(instruction, 100)}")
+            last_said = now
+        elif step and time.monotonic() - last_said >= HEARTBEAT:
+            last_said = time.monotonic()
+            progress(f"  … {last_said - step_started:.0f} s: {_clip(text, 90)}")
         elif text.startswith("Successfully built "):
             image_id = image_id or text.split()[-1]
     if step:
@@ -230,7 +231,7 @@ def _clip(text: str, width: int = 60) -> str:
 
 
 def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: dict[str, str],
-                     progress: Callable[[str], None]) -> str:
+                     progress: Callable[[str], None], log: Callable[[str], None] | None) -> str:
     with tempfile.TemporaryDirectory(prefix="envgen-context-") as tmp:
         ctx = write_context(lock_dir, read_ca_certs(options.ca_certs), Path(tmp) / "ctx")
         iid = Path(tmp) / "iid"
@@ -266,7 +267,7 @@ def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: di
             elif iid.is_file():
                 yield "id", iid.read_text().strip()
 
-        return _follow(lines(), progress)
+        return _follow(lines(), progress, log)
 
 
 def _push(client, ref: str, progress: Callable[[str], None]) -> None:
@@ -285,7 +286,8 @@ def _push(client, ref: str, progress: Callable[[str], None]) -> None:
 
 
 def build_image(lock_dir: Path, options: BuildOptions,
-                progress: Callable[[str], None] = lambda _m: None, client=None) -> BuildResult:
+                progress: Callable[[str], None] = lambda _m: None, client=None,
+                log: Callable[[str], None] | None = None) -> BuildResult:
     """Build (or find) the image of ``lock_dir``; see the module docstring."""
     started = time.monotonic()
     lock_dir = Path(lock_dir)
@@ -316,9 +318,9 @@ def build_image(lock_dir: Path, options: BuildOptions,
         progress(f"building {content} with the {options.engine} engine")
         labels = _labels(manifest, bhash)
         if options.engine == "sdk":
-            image_id = _stream_sdk(client, lock_dir, options, content, labels, progress)
+            image_id = _stream_sdk(client, lock_dir, options, content, labels, progress, log)
         else:
-            image_id = _stream_buildkit(lock_dir, options, content, labels, progress)
+            image_id = _stream_buildkit(lock_dir, options, content, labels, progress, log)
         _tag(client, image_id, refs[1:])
     if options.push and (not found or found[0] == "local"):
         for ref in refs[:2]:
@@ -346,5 +348,5 @@ def _manifest(lock_dir: Path) -> dict:
     from envgen.lock.install import verify_files
 
     manifest = read_manifest(lock_dir)
-    verify_files(lock_dir, manifest)
-    return json.loads(json.dumps(manifest))
+    verify_files(lock_dir, manifest)  # a hand-edited lock is not built
+    return manifest

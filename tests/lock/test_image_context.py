@@ -104,3 +104,15 @@ def test_names_need_an_image_lock():
         names_for({"image": None}, None)
     name = names_for({"image": {"repository": "envgen/deepspeed", "tag": "t"}}, "reg:5000/x")
     assert name.ref() == "reg:5000/x/deepspeed:t"
+
+
+def test_follow_heartbeat_and_verbose_log(monkeypatch):
+    import envgen.image.build as build
+
+    monkeypatch.setattr(build, "HEARTBEAT", 0.0)
+    said, logged = [], []
+    stream = [{"stream": "Step 1/1 : RUN make\n"}, {"stream": "compiling a.cu\n"},
+              {"aux": {"ID": "sha256:feed"}}]
+    assert _follow(_sdk_lines(stream), said.append, logged.append) == "sha256:feed"
+    assert any(line.startswith("  … ") and "compiling a.cu" in line for line in said)
+    assert logged == ["Step 1/1 : RUN make", "compiling a.cu"]

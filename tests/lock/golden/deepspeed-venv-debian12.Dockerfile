@@ -33,7 +33,7 @@ ENV VIRTUAL_ENV=/opt/env \
     PATH=/opt/env/bin:$PATH \
     CUDA_HOME=/opt/env/lib/python3.11/site-packages/nvidia/cu13 \
     LIBRARY_PATH=/opt/envgen/stubs
-RUN ln -sf libcudart.so.13 /opt/env/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so \
+RUN for lib in /opt/env/lib/python3.11/site-packages/nvidia/cu13/lib/lib*.so.*; do dev=${lib%%.so.*}.so; [ -e "$dev" ] || ln -s "${lib##*/}" "$dev"; done \
  && mkdir -p /opt/envgen/stubs && echo 'void envgen_libcuda_stub(void) {}' | gcc-12 -shared -x c - -Wl,-soname,libcuda.so.1 -o /opt/envgen/stubs/libcuda.so
 # Compilers go through envgen's portable wrapper (image/portable-cc.sh): host-tuned flags such
 # as -march=native become the portable target in image/portable-flags, and ccache caches the
