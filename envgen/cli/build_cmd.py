@@ -62,6 +62,8 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                    help="stage to build (default runtime; builder keeps the compilers)")
     p.add_argument("--force", action="store_true",
                    help="build even if an image with this build hash exists")
+    p.add_argument("--no-cache", action="store_true",
+                   help="rebuild every step (no layer cache; implies --force)")
     p.set_defaults(func=run)
 
 
@@ -90,6 +92,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         tags=tuple(args.tag), push=args.push, ca_certs=tuple(Path(c) for c in ca),
         engine=args.engine or ctx.config.get("engine") or "sdk", network=args.network,
         build_args=_build_args(args.build_arg), target=args.target, force=args.force,
+        no_cache=args.no_cache,
         docker_cli=args.docker_cli or os.environ.get("ENVGEN_DOCKER_CLI") or "docker")
     result = build_image(lock_dir, options, progress=ctx.progress,
                          log=ctx.debug if ctx.verbose else None)

@@ -61,6 +61,7 @@ class BuildOptions:
     build_args: dict[str, str] = field(default_factory=dict)
     target: str = "runtime"
     force: bool = False  # build even if an image with this build hash exists
+    no_cache: bool = False  # do not reuse the daemon's layer cache (a cold build)
     docker_cli: str = "docker"
 
 
@@ -162,7 +163,8 @@ def _stream_sdk(client, lock_dir: Path, options: BuildOptions, ref: str,
     stream = client.api.build(
         fileobj=io.BytesIO(tar), custom_context=True, tag=ref, labels=labels,
         buildargs=options.build_args or None, target=options.target,
-        network_mode=options.network, forcerm=True, rm=True, decode=True, pull=False)
+        network_mode=options.network, forcerm=True, rm=True, decode=True, pull=False,
+        nocache=options.no_cache)
     return _follow(_sdk_lines(stream), progress, log)
 
 
@@ -243,6 +245,8 @@ def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: di
             cmd += ["--build-arg", f"{k}={v}"]
         if options.network:
             cmd += ["--network", options.network]
+        if options.no_cache:
+            cmd.append("--no-cache")
         cmd.append(str(ctx))
         env = {**os.environ, "DOCKER_BUILDKIT": "1"}
         try:
@@ -306,7 +310,7 @@ def build_image(lock_dir: Path, options: BuildOptions,
     refs = [content, name.ref(name.tag + suffix), *options.tags]
     read_ca_certs(options.ca_certs)  # bad input fails before anything runs
     client = client or docker_client()
-    found = None if options.force else find_existing(
+    found = None if options.force or options.no_cache else find_existing(
         client, [content], bhash, registry=bool(options.registry))
     pushed: list[str] = []
     if found:

@@ -72,7 +72,7 @@ def test_bad_ca_cert(tmp_path):
     bad.write_text("nope")
     with pytest.raises(UsageError, match="holds no PEM certificate"):
         read_ca_certs((bad,))
-    with pytest.raises(UsageError, match="missing.pem"):
+    with pytest.raises(UsageError, match=r"missing\.pem"):
         read_ca_certs((tmp_path / "missing.pem",))
 
 
