@@ -1,0 +1,44 @@
+"""`envgen make --image` through the CLI against the local stand-ins (no Docker needed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from support.run import HOST_PY, run_envgen
+
+pytestmark = pytest.mark.integration
+
+
+def test_make_image_writes_and_records_the_dockerfile(make_args):
+    proc = run_envgen(*make_args, "--flavor", "venv", "--torch", "2.12.0", "--image",
+                      "--gpu-arch", "sm_90")
+    if HOST_PY != "3.11":  # the fixture's debian-12 base has bookworm's Python 3.11
+        assert proc.returncode == 2 and "venv flavor builds on the OS's Python" in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    assert "Image:   envgen build " in proc.stdout
+    lock_dir = Path(proc.stdout.split("Wrote ", 1)[1].split("/  (", 1)[0])
+    manifest = json.loads((lock_dir / "envgen.lock.json").read_text())
+    for name in ("Dockerfile", ".dockerignore", "image/base.lock.txt",
+                 "image/framework.lock.txt", "image/check-ops.py", "image/portable-cc.sh"):
+        assert name in manifest["files"], name
+    assert manifest["image"]["cuda_arch_list"] == "9.0+PTX"
+    assert manifest["image"]["base"].startswith("docker.io/library/debian:12@sha256:")
+    assert "--image --gpu-arch sm_90" in (lock_dir / "Dockerfile").read_text()
+    # the lock is still a lock: install verifies every file, including the image ones
+    (lock_dir / "image/base.lock.txt").write_text("edited\n")
+    proc = run_envgen("build", str(lock_dir))
+    assert proc.returncode == 1 and "was modified after envgen wrote it" in proc.stderr
+
+
+def test_base_without_image_is_a_usage_error(make_args):
+    proc = run_envgen(*make_args, "--base", "debian:12")
+    assert proc.returncode == 2 and "--base only applies with --image" in proc.stderr
+
+
+def test_combination_id_must_exist(make_args):
+    proc = run_envgen(*make_args, "--combination",
+                      "deepspeed-9.9.9-torch2.9.0-cu128-py3.11-debian12-x86_64")
+    assert proc.returncode == 2, proc.stderr
