@@ -1,0 +1,138 @@
+"""``envgen results add | show``: store verification records, and the status they give."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from envgen.cli.context import Context
+from envgen.cli.render import dump_json, table
+from envgen.errors import UsageError
+from envgen.resolve.combination import parse_combination_id
+from envgen.results.status import CombinationStatus, status_of, statuses
+from envgen.results.store import add, load
+
+EPILOG = """\
+examples:
+  envgen results add result.json                    # into <matrix dir>/results/
+  envgen results add runs/*.json --results-dir matrix/results
+  envgen results show
+  envgen results show --combination deepspeed-0.19.8-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64
+  envgen results show --json | jq '.[] | select(.status == "known-bad")'
+
+Records live one file per record at <results>/<combination id>/<finished>-<record id>.json
+(the name follows from the content), so additions from different branches merge without
+conflicts and the same record is never stored twice. Status: known-bad if the newest record
+failed; known-good if the newest passed and a passing run used real GPUs (NCCL smoke test);
+otherwise untested ("CPU only" when only CPU runs passed).
+Exit codes: 0 ok, 1 invalid record or stored data (nothing written), 2 usage.
+"""
+
+ADD_EPILOG = """\
+examples:
+  envgen results add result.json
+  envgen results add a.json b.json --results-dir matrix/results --json
+
+Every file is validated first; if any is invalid, nothing is written and every problem of
+every file is listed (with its JSON path). A record already stored is reported as "already
+recorded" and left alone. Exit codes: 0 ok, 1 invalid file or a conflicting stored file, 2 usage.
+"""
+
+SHOW_EPILOG = """\
+examples:
+  envgen results show
+  envgen results show --combination deepspeed-0.19.8-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64
+  envgen results show --json
+
+Exit codes: 0 ok, 1 a stored record is invalid, 2 usage (e.g. a malformed combination id).
+"""
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("results", parents=[common], help="store verification results; status",
+                       description="Verification result records under matrix/results/ and the "
+                       "status (known-good / known-bad / untested) they give each combination.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    rsub = p.add_subparsers(dest="results_command", metavar="SUBCOMMAND",
+                            parser_class=type(p))
+    a = rsub.add_parser("add", parents=[common], help="validate and store result records",
+                        description="Validate result records and store them under the results "
+                        "directory, one file per record.", epilog=ADD_EPILOG,
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    a.add_argument("files", nargs="+", metavar="FILE", help="result record JSON files")
+    _results_dir_option(a)
+    a.set_defaults(func=run_add)
+    s = rsub.add_parser("show", parents=[common], help="status per combination",
+                        description="The status of each combination that has records.",
+                        epilog=SHOW_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--combination", metavar="ID", help="only this combination (any id; one "
+                   "without records is untested)")
+    _results_dir_option(s)
+    s.set_defaults(func=run_show)
+
+    def missing(args: argparse.Namespace, ctx: Context) -> int:
+        p.print_help(ctx.err)
+        return 2
+
+    p.set_defaults(func=missing)
+
+
+def _results_dir_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results-dir", metavar="DIR",
+                   help="where records are stored (default: <matrix dir>/results)")
+
+
+def results_dir(args: argparse.Namespace, ctx: Context) -> Path:
+    return Path(args.results_dir) if args.results_dir else ctx.matrix_dir / "results"
+
+
+def _shown(path: Path) -> str:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else str(path)
+
+
+def run_add(args: argparse.Namespace, ctx: Context) -> int:
+    outcomes = add(results_dir(args, ctx), [Path(f) for f in args.files])
+    if ctx.json:
+        dump_json([{"combination": o.record.combination, "record_id": o.record.id,
+                    "path": _shown(o.path), "added": o.added} for o in outcomes], ctx.out)
+        return 0
+    for o in outcomes:
+        print(f"{'added' if o.added else 'already recorded':<17} {_shown(o.path)}", file=ctx.out)
+    new = sum(o.added for o in outcomes)
+    ctx.progress(f"{new} added, {len(outcomes) - new} already recorded")
+    return 0
+
+
+def run_show(args: argparse.Namespace, ctx: Context) -> int:
+    stored = load(results_dir(args, ctx))
+    if args.combination:
+        if not parse_combination_id(args.combination):
+            raise UsageError(f"{args.combination!r} is not a combination id",
+                             hint="ids look like deepspeed-0.19.8-torch2.5.1-cu121-py3.12-"
+                             "ubuntu22.04-x86_64; `envgen resolve` prints them")
+        found = [status_of(args.combination, stored)]
+    else:
+        found = list(statuses(stored).values())
+    if ctx.json:
+        dump_json([_as_json(s) for s in found], ctx.out)
+        return 0
+    if not found:
+        print("No result records yet; `envgen results add FILE` stores them.", file=ctx.out)
+        return 0
+    print(table(("combination", "status", "records", "newest", "evidence"),
+                ((s.combination, s.label, s.records, s.date,
+                  _shown(s.newest.path) if s.newest else None) for s in found)), file=ctx.out)
+    return 0
+
+
+def _as_json(s: CombinationStatus) -> dict:
+    newest = s.newest
+    return {"combination": s.combination, "status": s.status, "note": s.note,
+            "records": s.records, "date": s.date,
+            "newest": None if newest is None else {
+                "path": _shown(newest.path), "record_id": newest.record.id,
+                "finished": newest.record.finished, "status": newest.record.status,
+                "gpu": newest.record.gpu.model, "gpu_count": newest.record.gpu.count}}

@@ -1,0 +1,71 @@
+"""``envgen table``: the compatibility table from result records + facts."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from envgen.cli.context import Context
+from envgen.cli.render import dump_json
+from envgen.cli.results_cmd import results_dir
+from envgen.facts import load_facts
+from envgen.results.store import load
+from envgen.results.table import build_table, render_json, render_markdown, write_outputs
+
+EPILOG = """\
+examples:
+  envgen table                      # the Markdown page on stdout
+  envgen table --json | jq '.rows[] | select(.status == "known-good") | .combination'
+  envgen table --write              # docs/compatibility.md, docs/compatibility.json, README.md
+
+Rows: every combination with result records, plus (untested) the resolver's best combination
+for each framework × torch major.minor × CUDA of each framework's latest release. Status:
+known-good (newest run passed; a run on real GPUs passed the NCCL smoke test), known-bad
+(newest run failed), untested. --write replaces only the README's lines between
+<!-- envgen:table:start --> and <!-- envgen:table:end -->; each file is written atomically,
+and a README without the markers writes nothing. Paths are relative to the working directory.
+Exit codes: 0 ok, 1 bad data (a stored record, the matrix), 2 usage (e.g. README markers).
+"""
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("table", parents=[common], help="generate the compatibility table",
+                       description="Generate the compatibility table (Markdown page, JSON, "
+                       "README block) from the result records and the matrix facts.",
+                       epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--write", action="store_true",
+                   help="write the page, the JSON and the README block instead of printing")
+    p.add_argument("--results-dir", metavar="DIR",
+                   help="where records are stored (default: <matrix dir>/results)")
+    p.add_argument("--page", metavar="FILE", default="docs/compatibility.md",
+                   help="the Markdown page (default docs/compatibility.md)")
+    p.add_argument("--data", metavar="FILE", default="docs/compatibility.json",
+                   help="the JSON for tools (default docs/compatibility.json)")
+    p.add_argument("--readme", metavar="FILE", default="README.md",
+                   help="the README holding the table markers (default README.md); JSON "
+                   "evidence paths are relative to its folder")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    facts = load_facts(ctx.matrix_dir)
+    table = build_table(facts, load(results_dir(args, ctx)))
+    page, data, readme = Path(args.page), Path(args.data), Path(args.readme)
+    if not args.write:
+        if ctx.json:
+            ctx.out.write(render_json(table, readme.parent))
+        else:
+            ctx.out.write(render_markdown(table, page))
+        return 0
+    written = write_outputs(table, page=page, data=data, readme=readme)
+    if ctx.json:
+        dump_json({"written": [str(w.path) for w in written if w.changed],
+                   "unchanged": [str(w.path) for w in written if not w.changed],
+                   "summary": table.summary}, ctx.out)
+        return 0
+    for w in written:
+        print(f"{'wrote' if w.changed else 'unchanged':<9} {w.path}", file=ctx.out)
+    s = table.summary
+    ctx.progress(f"{len(table.rows)} rows: {s['known-good']} known-good, {s['known-bad']} "
+                 f"known-bad, {s['untested']} untested")
+    return 0
