@@ -11,7 +11,17 @@ import sys
 from collections.abc import Sequence
 
 from envgen import __version__
-from envgen.cli import build_cmd, install_cmd, make_cmd, matrix_show, matrix_update, resolve_cmd
+from envgen.cli import (
+    build_cmd,
+    install_cmd,
+    make_cmd,
+    matrix_show,
+    matrix_update,
+    resolve_cmd,
+    results_cmd,
+    table_cmd,
+    verify_cmd,
+)
 from envgen.cli.context import Context
 from envgen.config import find_config
 from envgen.errors import EnvgenError, UsageError
@@ -73,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     make_cmd.register(sub, common)
     install_cmd.register(sub, common)
     build_cmd.register(sub, common)
+    results_cmd.register(sub, common)
+    table_cmd.register(sub, common)
+    verify_cmd.register(sub, common)
     matrix = sub.add_parser(
         "matrix", help="show or refresh the compatibility matrix", parents=[common],
         description="The compatibility matrix: facts harvested from package indexes plus "
