@@ -1,0 +1,133 @@
+"""``envgen verify ops|smoke|all``: check an installed env (or image) and record the result."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from envgen.cli.context import Context
+from envgen.cli.render import dump_json
+from envgen.errors import EnvgenError, UsageError
+
+EPILOG = """\
+examples:
+  envgen verify all --python ./env/bin/python --lock locks/<id> --record result.json
+  envgen verify ops --python ./env/bin/python --framework deepspeed --ops cpu_adam,async_io
+  envgen verify smoke --python ./env/bin/python --framework deepspeed --nproc 2 --backend gloo
+  envgen results add result.json && envgen table --write
+
+ops: loads (JIT-compiling if not prebuilt) and runs each op once against a reference:
+DeepSpeed FusedAdam and CPU Adam vs torch.optim.AdamW, AIO write/read byte-equal, the
+inference kernel's layer norm vs torch; GPU-only ops are skipped without a GPU.
+smoke: torchrun over the visible GPUs (NCCL), or 2 CPU processes (gloo) without any:
+all_reduce / all_gather / broadcast / reduce_scatter with checked values, then ZeRO-2 and
+ZeRO-3 steps (DeepSpeed) with the loss decreasing and parameters equal on every rank.
+Both run in the target Python with only the standard library, torch and the framework.
+
+exit codes: 0 every check passed or was skipped, 1 a check failed, 2 usage error.
+"""
+
+VERIFY_DIR = Path(__file__).resolve().parent.parent / "verify"
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("verify", parents=[common], help="check ops and a multi-process run",
+                       description="Verify an installed environment: its ops and a "
+                       "multi-process smoke test; write a result record.", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("what", choices=("ops", "smoke", "all"), help="which checks to run")
+    p.add_argument("--python", default=sys.executable, metavar="PY",
+                   help="the environment's interpreter (default: this one)")
+    p.add_argument("--lock", metavar="DIR",
+                   help="the lock the env was installed from (combination, lock hash)")
+    p.add_argument("--framework", help="deepspeed | colossalai | megatron-core (default: the "
+                   "lock's)")
+    p.add_argument("--ops", metavar="LIST", help="comma-separated ops (default: all)")
+    p.add_argument("--nproc", type=int, help="processes (default: visible GPUs, else 2)")
+    p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
+    p.add_argument("--timeout", type=float, default=300.0,
+                   help="seconds before the smoke test gives up instead of hanging")
+    p.add_argument("--record", metavar="FILE", help="write the result record here (needs --lock)")
+    p.set_defaults(func=run)
+
+
+def _lock(path: str | None) -> dict | None:
+    if not path:
+        return None
+    from envgen.lock import read_manifest
+
+    return read_manifest(Path(path))
+
+
+def _run_ops(args, framework: str, ctx: Context) -> tuple[dict, str]:
+    with tempfile.TemporaryDirectory(prefix="envgen-ops-") as tmp:
+        out = Path(tmp) / "ops.json"
+        cmd = [args.python, str(VERIFY_DIR / "ops.py"), "--framework", framework, "--out",
+               str(out)]
+        if args.ops:
+            cmd += ["--ops", args.ops]
+        ctx.progress(f"ops: {framework} in {args.python}")
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        for line in proc.stderr.splitlines()[-20:]:
+            ctx.progress(f"  {line}")
+        if not out.is_file():
+            raise EnvgenError(f"the ops check did not run (exit {proc.returncode})",
+                              hint="the output above shows why (torch or the framework not "
+                              "importable from --python?)")
+        return json.loads(out.read_text()), proc.stderr
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from envgen.verify.launch import run_smoke
+    from envgen.verify.record import build_record, utc_now
+
+    manifest = _lock(args.lock)
+    framework = args.framework or (manifest or {}).get("combination", {}).get("framework")
+    if not framework:
+        raise UsageError("which framework?", hint="pass --framework NAME or --lock DIR")
+    if args.record and not manifest:
+        raise UsageError("--record needs --lock DIR",
+                         hint="the record names the combination and lock hash of that lock")
+    started, t0 = utc_now(), time.monotonic()
+    ops = smoke = None
+    logs, durations = "", {"ops": 0.0, "smoke": 0.0}
+    if args.what in ("ops", "all"):
+        ops, log = _run_ops(args, framework, ctx)
+        logs += log
+        durations["ops"] = time.monotonic() - t0
+    if args.what in ("smoke", "all"):
+        t1 = time.monotonic()
+        smoke = run_smoke(args.python, framework, nproc=args.nproc, backend=args.backend,
+                          timeout=args.timeout, progress=ctx.progress)
+        logs += smoke.log_tail
+        durations["smoke"] = time.monotonic() - t1
+        for c in smoke.checks:
+            if c["status"] != "pass" or c.get("rank") == 0:
+                ctx.progress(f"  {c['name']:20} rank {c.get('rank')}  {c['status']:5} "
+                             f"{c.get('message', '')}")
+    durations["total"] = time.monotonic() - t0
+    failed = any(o["status"] == "fail" for o in (ops or {}).get("ops", [])) or (
+        smoke is not None and smoke.status == "fail")
+    result = {"status": "fail" if failed else "pass", "ops": ops,
+              "smoke": smoke.section() if smoke else None}
+    if manifest:
+        record = build_record(
+            combination=manifest["id"], lock_hash=manifest["lock_hash"], image=None,
+            started=started, finished=utc_now(), ops=ops, smoke=smoke, durations=durations,
+            logs=logs, framework=framework)
+        result["record"] = record.to_dict()
+        if args.record:
+            path = Path(args.record)
+            path.write_text(json.dumps(record.to_dict(), indent=2) + "\n")
+            ctx.progress(f"wrote {path} (envgen results add {path})")
+    if ctx.json:
+        dump_json(result, ctx.out)
+    else:
+        print(f"verify {args.what}: {result['status']} in {durations['total']:.1f} s",
+              file=ctx.out)
+    return 1 if failed else 0

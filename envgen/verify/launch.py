@@ -1,0 +1,94 @@
+"""Launch the smoke test with torchrun in a target Python and collect what its ranks wrote.
+
+The checks themselves (``smoke.py``) run in the target env or image and need only the
+standard library, torch and the framework; this side only starts them and reads the results.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from envgen.errors import EnvgenError, UsageError
+
+SMOKE = Path(__file__).with_name("smoke.py")
+
+
+@dataclass(frozen=True)
+class SmokeResult:
+    backend: str | None
+    world_size: int
+    checks: tuple[dict, ...]
+    info: dict
+    seconds: float
+    returncode: int
+    log_tail: str
+
+    @property
+    def status(self) -> str:
+        bad = self.returncode != 0 or any(c["status"] == "fail" for c in self.checks)
+        return "fail" if bad or not self.checks else "pass"
+
+    def section(self) -> dict:
+        """The result record's "smoke" section."""
+        return {"backend": self.backend, "world_size": self.world_size,
+                "checks": [{k: c.get(k) for k in ("name", "status", "message", "rank")}
+                           for c in self.checks],
+                "seconds": round(self.seconds, 3)}
+
+
+def gpu_count(python: str) -> int:
+    """Visible GPUs as the target's torch sees them (0 without CUDA or without a GPU)."""
+    code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
+    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise UsageError(f"{python} cannot import torch: {proc.stderr.strip()[-300:]}",
+                         hint="pass --python with the env's interpreter (e.g. ./env/bin/python)")
+    return int(proc.stdout.strip() or 0)
+
+
+def run_smoke(python: str, framework: str, nproc: int | None = None, backend: str = "auto",
+              timeout: float = 300.0, steps: int = 5, env: dict | None = None,
+              progress=lambda _m: None) -> SmokeResult:
+    """``torchrun --nproc_per_node=<nproc>`` the smoke test; nproc defaults to the visible
+    GPUs, or 2 CPU processes (gloo) without any."""
+    gpus = gpu_count(python)
+    if nproc is None:
+        nproc = gpus or 2
+    if backend == "nccl" and not gpus:
+        raise UsageError("--backend nccl needs GPUs, and torch sees none here",
+                         hint="use --backend gloo (CPU) or run on a GPU machine")
+    with tempfile.TemporaryDirectory(prefix="envgen-smoke-") as tmp:
+        out = Path(tmp)
+        cmd = [python, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc_per_node={nproc}", str(SMOKE), "--framework", framework,
+               "--out", str(out), "--backend", backend, "--steps", str(steps),
+               "--timeout", str(timeout)]
+        progress(f"torchrun: {nproc} processes, backend {backend}, framework {framework}")
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
+                                  timeout=timeout + 60)
+            code, log = proc.returncode, proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired as exc:
+            code = 124
+            log = f"{exc.stdout or ''}{exc.stderr or ''}\ntorchrun killed after {timeout + 60} s"
+        seconds = time.monotonic() - started
+        ranks = [json.loads(p.read_text()) for p in sorted(out.glob("rank-*.json"))]
+    if not ranks:
+        raise EnvgenError(f"the smoke test produced no results (exit {code})",
+                          hint="the log tail below shows why (torch or the framework failed "
+                          "to import? a port in use?)\n" + log[-2000:])
+    checks = tuple(c for r in ranks for c in r["checks"])
+    missing = sorted(set(range(nproc)) - {r["rank"] for r in ranks})
+    if missing:
+        checks += tuple({"name": "rank_report", "rank": m, "status": "fail",
+                         "message": f"rank {m} wrote no result (it crashed early)"}
+                        for m in missing)
+    return SmokeResult(backend=ranks[0]["info"].get("backend"), world_size=nproc,
+                       checks=checks, info=ranks[0]["info"], seconds=seconds,
+                       returncode=code, log_tail=log[-4000:])
