@@ -58,17 +58,23 @@ def image(session: nox.Session) -> None:
     out = "locks"
     session.run("envgen", "make", "--combination", combination, "--image", "--out", out,
                 *make_options)
-    build = ["envgen", "build", f"{out}/{combination}", "--json"]
+    build = ["envgen", "build", f"{out}/{combination}"]
     for arg in os.environ.get("ENVGEN_BUILD_ARGS", "").split():
         build += ["--build-arg", arg]
     if os.environ.get("ENVGEN_IMAGE_PUSH") == "1":
         build.append("--push")
-    result = json.loads(session.run(*build, silent=True, log=False))
-    session.log(json.dumps(result, indent=2))
+    session.run(*build)  # streams the step log
+    # the same build again is found by its content tag at once: read its names as JSON
+    result = json.loads(session.run(*build[:3], "--json", "--quiet", silent=True, log=False))
     docker = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
-    report = ["ds_report"] if combination.startswith("deepspeed-") else [
-        "python", "-c", "import torch; print(torch.__version__, torch.version.cuda)"]
-    session.run(docker, "run", "--rm", result["references"][0], *report, external=True)
+    if combination.startswith("deepspeed-"):
+        # the CUDA ops' report; DS_ACCELERATOR only for this command (a GPU-less host would
+        # otherwise list the CPU accelerator's ops)
+        report = ["-e", "DS_ACCELERATOR=cuda", result["references"][0], "ds_report"]
+    else:
+        report = [result["references"][0], "python", "-c",
+                  "import torch; print(torch.__version__, torch.version.cuda)"]
+    session.run(docker, "run", "--rm", *report, external=True)
 
 
 @nox.session(python=PYTHON)
