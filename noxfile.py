@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import nox
 
@@ -75,6 +78,90 @@ def image(session: nox.Session) -> None:
         report = [result["references"][0], "python", "-c",
                   "import torch; print(torch.__version__, torch.version.cuda)"]
     session.run(docker, "run", "--rm", *report, external=True)
+
+
+def _combination(session: nox.Session, usage: str) -> tuple[str, list[str]]:
+    if not session.posargs:
+        session.error(f"usage: nox -s {usage}")
+    combination, *rest = session.posargs
+    return combination, rest
+
+
+def _has_gpu() -> bool:
+    smi = shutil.which("nvidia-smi")
+    return bool(smi) and subprocess.run([smi, "-L"], capture_output=True,
+                                        text=True).stdout.strip() != ""
+
+
+def _image_ref(session: nox.Session, combination: str) -> str:
+    """The built image of locks/<id> (found by its content tag; `nox -s image` builds it)."""
+    out = session.run("envgen", "build", f"locks/{combination}", "--json", "--quiet",
+                      silent=True, log=False)
+    return json.loads(out)["references"][0]
+
+
+@nox.session(python=PYTHON, default=False)
+def lock(session: nox.Session) -> None:
+    """Lock one combination into locks/<id>/ (with its Dockerfile).
+
+    nox -s lock -- <combination id> [envgen make options]
+    """
+    combination, options = _combination(session, "lock -- <combination id> [make options]")
+    session.install("-e", ".")
+    session.run("envgen", "make", "--combination", combination, "--image", "--out", "locks",
+                *options)
+
+
+def _verify(session: nox.Session, what: str) -> None:
+    combination, options = _combination(session, f"{what} -- <combination id> [verify options]")
+    if not _has_gpu():
+        session.skip(f"no NVIDIA GPU here (nvidia-smi -L lists none): the {what} check of an "
+                     "image needs one; the CPU path runs in `nox -s tests`")
+    session.install("-e", ".")
+    ref = _image_ref(session, combination)
+    Path("results").mkdir(exist_ok=True)
+    session.run("envgen", "verify", what, "--image", ref, "--lock", f"locks/{combination}",
+                "--record", f"results/{combination}-{what}.json", *options)
+
+
+@nox.session(python=PYTHON, default=False)
+def ops(session: nox.Session) -> None:
+    """Load and check the ops inside the built image of a combination (needs a GPU).
+
+    nox -s ops -- <combination id>   (after `nox -s image -- <id>`); record in results/
+    """
+    _verify(session, "ops")
+
+
+@nox.session(python=PYTHON, default=False)
+def smoke(session: nox.Session) -> None:
+    """torchrun the smoke test over all GPUs inside the built image (needs GPUs).
+
+    nox -s smoke -- <combination id>   (after `nox -s image -- <id>`); record in results/
+    """
+    _verify(session, "smoke")
+
+
+@nox.session(python=PYTHON, default=False)
+def publish(session: nox.Session) -> None:
+    """Store the records in results/ and regenerate the compatibility table.
+
+    nox -s publish [-- record.json ...]   (default: every results/*.json)
+    """
+    session.install("-e", ".")
+    records = session.posargs or sorted(str(p) for p in Path("results").glob("*.json"))
+    if not records:
+        session.skip("no records in results/ (write them with nox -s ops / smoke)")
+    session.run("envgen", "results", "add", *records)
+    session.run("envgen", "table", "--write")
+
+
+@nox.session(python=PYTHON, default=False)
+def docs(session: nox.Session) -> None:
+    """Build the docs site (docs/, mkdocs.yml) into site/ with the current table."""
+    session.install("-e", ".", "mkdocs>=1.6")
+    session.run("envgen", "table", "--write")
+    session.run("mkdocs", "build", "--strict", *session.posargs)
 
 
 @nox.session(python=PYTHON)

@@ -32,9 +32,6 @@ Both run in the target Python with only the standard library, torch and the fram
 exit codes: 0 every check passed or was skipped, 1 a check failed, 2 usage error.
 """
 
-VERIFY_DIR = Path(__file__).resolve().parent.parent / "verify"
-
-
 def register(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("verify", parents=[common], help="check ops and a multi-process run",
                        description="Verify an installed environment: its ops and a "
@@ -43,6 +40,11 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("what", choices=("ops", "smoke", "all"), help="which checks to run")
     p.add_argument("--python", default=sys.executable, metavar="PY",
                    help="the environment's interpreter (default: this one)")
+    p.add_argument("--image", metavar="REF",
+                   help="run the checks inside this built image instead (docker run, with "
+                   "--gpus all when this machine has NVIDIA GPUs)")
+    p.add_argument("--docker-cli", default="docker", metavar="PATH",
+                   help="docker CLI for --image (default: docker)")
     p.add_argument("--lock", metavar="DIR",
                    help="the lock the env was installed from (combination, lock hash)")
     p.add_argument("--framework", help="deepspeed | colossalai | megatron-core (default: the "
@@ -64,14 +66,27 @@ def _lock(path: str | None) -> dict | None:
     return read_manifest(Path(path))
 
 
+def _target(args):
+    import shutil
+
+    from envgen.verify.launch import Target
+
+    if not args.image:
+        return Target(python=args.python)
+    smi = shutil.which("nvidia-smi")
+    gpus = bool(smi) and subprocess.run([smi, "-L"], capture_output=True,
+                                        text=True).stdout.strip() != ""
+    return Target(image=args.image, docker=args.docker_cli, gpus=gpus)
+
+
 def _run_ops(args, framework: str, ctx: Context) -> tuple[dict, str]:
+    target = _target(args)
     with tempfile.TemporaryDirectory(prefix="envgen-ops-") as tmp:
         out = Path(tmp) / "ops.json"
-        cmd = [args.python, str(VERIFY_DIR / "ops.py"), "--framework", framework, "--out",
-               str(out)]
-        if args.ops:
-            cmd += ["--ops", args.ops]
-        ctx.progress(f"ops: {framework} in {args.python}")
+        extra = ["--ops", args.ops] if args.ops else []
+        cmd = target.argv("ops.py", ["--framework", framework, "--out", "{out}/ops.json",
+                                     *extra], Path(tmp))
+        ctx.progress(f"ops: {framework} in {target.describe()}")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         for line in proc.stderr.splitlines()[-20:]:
             ctx.progress(f"  {line}")
@@ -80,6 +95,15 @@ def _run_ops(args, framework: str, ctx: Context) -> tuple[dict, str]:
                               hint="the output above shows why (torch or the framework not "
                               "importable from --python?)")
         return json.loads(out.read_text()), proc.stderr
+
+
+def _image_id(args) -> str:
+    """The image's content id (sha256:…) as the daemon has it."""
+    proc = subprocess.run([args.docker_cli, "image", "inspect", "--format", "{{.Id}}",
+                           args.image], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise EnvgenError(f"cannot inspect image {args.image}: {proc.stderr.strip()}")
+    return proc.stdout.strip()
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -102,7 +126,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         durations["ops"] = time.monotonic() - t0
     if args.what in ("smoke", "all"):
         t1 = time.monotonic()
-        smoke = run_smoke(args.python, framework, nproc=args.nproc, backend=args.backend,
+        smoke = run_smoke(_target(args), framework, nproc=args.nproc, backend=args.backend,
                           timeout=args.timeout, progress=ctx.progress)
         logs += smoke.log_tail
         durations["smoke"] = time.monotonic() - t1
@@ -116,8 +140,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     result = {"status": "fail" if failed else "pass", "ops": ops,
               "smoke": smoke.section() if smoke else None}
     if manifest:
+        image = None
+        if args.image:
+            image = {"reference": args.image, "digest": _image_id(args)}
         record = build_record(
-            combination=manifest["id"], lock_hash=manifest["lock_hash"], image=None,
+            combination=manifest["id"], lock_hash=manifest["lock_hash"], image=image,
             started=started, finished=utc_now(), ops=ops, smoke=smoke, durations=durations,
             logs=logs, framework=framework)
         result["record"] = record.to_dict()

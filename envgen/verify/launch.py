@@ -15,7 +15,45 @@ from pathlib import Path
 
 from envgen.errors import EnvgenError, UsageError
 
-SMOKE = Path(__file__).with_name("smoke.py")
+VERIFY_DIR = Path(__file__).resolve().parent
+SMOKE = VERIFY_DIR / "smoke.py"
+IN_IMAGE = "/opt/envgen-verify"  # where VERIFY_DIR is mounted in an image
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the checks run: an interpreter here (``python``) or a built image (``image``,
+    with this directory and an output folder mounted; ``--gpus all`` when GPUs exist)."""
+
+    python: str | None = None
+    image: str | None = None
+    docker: str = "docker"
+    gpus: bool = False
+
+    def argv(self, script: str, args: list[str], out: Path, torchrun: list[str] | None = None
+             ) -> list[str]:
+        """The command that runs ``script`` (a file in envgen/verify) with ``args``; the
+        placeholder "{out}" in args is the output folder as the target sees it."""
+        if self.image is None:
+            inner = [a.replace("{out}", str(out)) for a in args]
+            return [self.python or "python", *(torchrun or []), str(VERIFY_DIR / script),
+                    *inner]
+        inner = [a.replace("{out}", "/out") for a in args]
+        out.chmod(0o777)  # the image runs as uid 1000
+        return [self.docker, "run", "--rm", "--shm-size", "1g", "--network", "host",
+                *(["--gpus", "all"] if self.gpus else []),
+                "-v", f"{VERIFY_DIR}:{IN_IMAGE}:ro", "-v", f"{out}:/out",
+                "-e", "TORCH_EXTENSIONS_DIR=/tmp/torch-extensions",
+                self.image, "python", *(torchrun or []), f"{IN_IMAGE}/{script}", *inner]
+
+    def python_argv(self, code: str) -> list[str]:
+        if self.image is None:
+            return [self.python or "python", "-c", code]
+        return [self.docker, "run", "--rm", *(["--gpus", "all"] if self.gpus else []),
+                self.image, "python", "-c", code]
+
+    def describe(self) -> str:
+        return f"image {self.image}" if self.image else str(self.python)
 
 
 @dataclass(frozen=True)
@@ -41,22 +79,27 @@ class SmokeResult:
                 "seconds": round(self.seconds, 3)}
 
 
-def gpu_count(python: str) -> int:
+def gpu_count(target: Target | str) -> int:
     """Visible GPUs as the target's torch sees them (0 without CUDA or without a GPU)."""
+    target = Target(python=target) if isinstance(target, str) else target
     code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
-    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(target.python_argv(code), capture_output=True, text=True,
+                          timeout=300)
     if proc.returncode != 0:
-        raise UsageError(f"{python} cannot import torch: {proc.stderr.strip()[-300:]}",
-                         hint="pass --python with the env's interpreter (e.g. ./env/bin/python)")
-    return int(proc.stdout.strip() or 0)
+        raise UsageError(f"{target.describe()} cannot import torch: "
+                         f"{proc.stderr.strip()[-300:]}",
+                         hint="pass --python with the env's interpreter (e.g. ./env/bin/python) "
+                         "or --image with a built image")
+    return int(proc.stdout.strip().splitlines()[-1] or 0)
 
 
-def run_smoke(python: str, framework: str, nproc: int | None = None, backend: str = "auto",
-              timeout: float = 300.0, steps: int = 5, env: dict | None = None,
-              progress=lambda _m: None) -> SmokeResult:
+def run_smoke(python: str | Target, framework: str, nproc: int | None = None,
+              backend: str = "auto", timeout: float = 300.0, steps: int = 5,
+              env: dict | None = None, progress=lambda _m: None) -> SmokeResult:
     """``torchrun --nproc_per_node=<nproc>`` the smoke test; nproc defaults to the visible
     GPUs, or 2 CPU processes (gloo) without any."""
-    gpus = gpu_count(python)
+    target = Target(python=python) if isinstance(python, str) else python
+    gpus = gpu_count(target)
     if nproc is None:
         nproc = gpus or 2
     if backend == "nccl" and not gpus:
@@ -64,10 +107,11 @@ def run_smoke(python: str, framework: str, nproc: int | None = None, backend: st
                          hint="use --backend gloo (CPU) or run on a GPU machine")
     with tempfile.TemporaryDirectory(prefix="envgen-smoke-") as tmp:
         out = Path(tmp)
-        cmd = [python, "-m", "torch.distributed.run", "--standalone",
-               f"--nproc_per_node={nproc}", str(SMOKE), "--framework", framework,
-               "--out", str(out), "--backend", backend, "--steps", str(steps),
-               "--timeout", str(timeout)]
+        cmd = target.argv("smoke.py", ["--framework", framework, "--out", "{out}",
+                                       "--backend", backend, "--steps", str(steps),
+                                       "--timeout", str(timeout)], out,
+                          torchrun=["-m", "torch.distributed.run", "--standalone",
+                                    f"--nproc_per_node={nproc}"])
         progress(f"torchrun: {nproc} processes, backend {backend}, framework {framework}")
         started = time.monotonic()
         try:
