@@ -15,6 +15,7 @@ from envgen.cli import (
     build_cmd,
     install_cmd,
     make_cmd,
+    matrix_github,
     matrix_show,
     matrix_update,
     resolve_cmd,
@@ -95,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
                                  parser_class=_Parser)
     matrix_show.register(msub, common)
     matrix_update.register(msub, common)
+    matrix_github.register(msub, common)
     matrix.set_defaults(func=lambda args, ctx: _missing(matrix))
     return parser
 

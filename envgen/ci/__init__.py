@@ -1,0 +1,1 @@
+"""What the GPU CI matrix runs: cells (matrix/cells.toml), their locks and their results."""

@@ -1,0 +1,51 @@
+"""``envgen matrix github``: the GitHub Actions matrix of GPU cells that still need a run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from envgen.cli.context import Context
+
+EPILOG = """\
+examples:
+  envgen matrix github                       # {"include": [...]} for the cells still due
+  envgen matrix github --force               # every cell
+  echo "matrix=$(envgen matrix github)" >> "$GITHUB_OUTPUT"
+
+Cells come from <matrix dir>/cells.toml; each cell's lock from <locks>/<id>/envgen.lock.json
+(nox -s lock -- <id>); results from <matrix dir>/results. A cell is due when no record has
+its lock hash, or when it is not locked yet. Each entry: combination, lock_hash (null when
+unlocked), make_options. A one-line summary goes to stderr.
+
+exit codes: 0 ok (also when nothing is due), 1 bad data, 2 usage error.
+"""
+
+
+def register(sub, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser("github", parents=[common], help="GPU CI matrix JSON of cells due",
+                       description="Print the GitHub Actions matrix of the GPU cells whose "
+                       "lock hash has no result yet.", epilog=EPILOG,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cells", metavar="FILE", help="default: <matrix dir>/cells.toml")
+    p.add_argument("--locks", metavar="DIR", default="locks",
+                   help="where the cells' lock directories are (default: locks)")
+    p.add_argument("--results-dir", metavar="DIR", help="default: <matrix dir>/results")
+    p.add_argument("--force", action="store_true", help="every cell, verified or not")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, ctx: Context) -> int:
+    from envgen.ci.cells import github_matrix, load_cells
+    from envgen.results.store import load
+
+    matrix_dir = Path(ctx.matrix_dir)
+    cells = load_cells(Path(args.cells) if args.cells else matrix_dir / "cells.toml")
+    results = Path(args.results_dir) if args.results_dir else matrix_dir / "results"
+    verified = {s.record.lock_hash for s in load(results)}
+    matrix, counts = github_matrix(cells, Path(args.locks), verified, force=args.force)
+    ctx.progress(f"{counts['cells']} cells: {counts['due']} due ({counts['unlocked']} not "
+                 f"locked yet), {counts['verified']} already verified")
+    print(json.dumps(matrix, separators=(",", ":")), file=ctx.out)
+    return 0

@@ -1,0 +1,93 @@
+"""`envgen matrix github`: cells due = no record for their lock hash (or not locked yet)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from support.run import run_envgen
+
+from envgen.ci.cells import Cell, github_matrix, load_cells
+from envgen.errors import DataError
+
+A = "deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64"
+B = "megatron-core-0.15.2-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64"
+C = "colossalai-0.5.0-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64"
+RECORD = Path(__file__).parents[1] / "fixtures" / "results" / "ds-gpu-pass.json"
+
+
+def _lock(locks: Path, cid: str, h: str) -> None:
+    (locks / cid).mkdir(parents=True)
+    (locks / cid / "envgen.lock.json").write_text(json.dumps({"id": cid, "lock_hash": h}))
+
+
+@pytest.fixture
+def cells_file(tmp_path) -> Path:
+    p = tmp_path / "cells.toml"
+    p.write_text(f'[[cell]]\ncombination = "{A}"\nflavor = "venv"\ngpu_arch = "sm_90"\n\n'
+                 f'[[cell]]\ncombination = "{B}"\n\n[[cell]]\ncombination = "{C}"\n')
+    return p
+
+
+def test_due_cells(tmp_path, cells_file):
+    locks = tmp_path / "locks"
+    _lock(locks, A, "sha256:" + "a" * 64)
+    _lock(locks, B, "sha256:" + "b" * 64)
+    cells = load_cells(cells_file)
+    matrix, counts = github_matrix(cells, locks, verified={"sha256:" + "a" * 64})
+    assert [e["combination"] for e in matrix["include"]] == [B, C]
+    assert matrix["include"][1]["lock_hash"] is None  # C is not locked yet
+    assert counts == {"cells": 3, "verified": 1, "unlocked": 1, "due": 2}
+    forced, _ = github_matrix(cells, locks, verified={"sha256:" + "a" * 64}, force=True)
+    assert len(forced["include"]) == 3
+    assert forced["include"][0]["make_options"] == "--flavor venv --gpu-arch sm_90"
+
+
+def test_one_changed_lock_makes_one_cell_due(tmp_path, cells_file):
+    locks = tmp_path / "locks"
+    hashes = {A: "sha256:" + "a" * 64, B: "sha256:" + "b" * 64, C: "sha256:" + "c" * 64}
+    for cid, h in hashes.items():
+        _lock(locks, cid, h)
+    cells = load_cells(cells_file)
+    assert github_matrix(cells, locks, set(hashes.values()))[0] == {"include": []}
+    shutil.rmtree(locks / B)
+    _lock(locks, B, "sha256:" + "d" * 64)  # re-locked: a new hash, no result for it
+    due = github_matrix(cells, locks, set(hashes.values()))[0]["include"]
+    assert [e["combination"] for e in due] == [B]
+
+
+def test_bad_cells_file_lists_every_problem(tmp_path):
+    p = tmp_path / "cells.toml"
+    p.write_text(f'[[cell]]\ncombination = "nope"\n\n[[cell]]\ncombination = "{A}"\n'
+                 f'flavor = "docker"\ncolour = 1\n\n[[cell]]\ncombination = "{A}"\n')
+    with pytest.raises(DataError) as exc:
+        load_cells(p)
+    msg = exc.value.message
+    assert "cell[0].combination: 'nope' is not a combination id" in msg
+    assert "cell[1].flavor: 'docker' is not conda or venv" in msg
+    assert "cell[1]: unknown key(s) colour" in msg
+    assert f"cell[2]: {A} is listed twice" in msg
+
+
+def test_cli_reads_results_by_lock_hash(tmp_path, cells_file):
+    record = json.loads(RECORD.read_text())
+    locks, results = tmp_path / "locks", tmp_path / "results"
+    _lock(locks, record["combination"], record["lock_hash"])
+    cells_file.write_text(f'[[cell]]\ncombination = "{record["combination"]}"\n\n'
+                          f'[[cell]]\ncombination = "{C}"\n')
+    added = run_envgen("results", "add", str(RECORD), "--results-dir", str(results))
+    assert added.returncode == 0, added.stderr
+    proc = run_envgen("matrix", "github", "--cells", str(cells_file), "--locks", str(locks),
+                      "--results-dir", str(results))
+    assert proc.returncode == 0, proc.stderr
+    assert [e["combination"] for e in json.loads(proc.stdout)["include"]] == [C]
+    assert "2 cells: 1 due (1 not locked yet), 1 already verified" in proc.stderr
+    bad = run_envgen("matrix", "github", "--cells", str(tmp_path / "missing.toml"))
+    assert bad.returncode == 1 and "does not exist" in bad.stderr
+
+
+def test_the_committed_cells_file_loads():
+    cells = load_cells(Path(__file__).parents[2] / "matrix" / "cells.toml")
+    assert cells and all(isinstance(c, Cell) for c in cells)
