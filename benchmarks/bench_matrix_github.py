@@ -81,7 +81,7 @@ def main() -> int:
                     (locks / cids[0] / "envgen.lock.json").write_text(
                         json.dumps({"id": cids[0], "lock_hash": "sha256:" + "f" * 64}))
 
-                def library():
+                def library(cells=cells, locks=locks, results=results):
                     verified = {s.record.lock_hash for s in load(results)}
                     return github_matrix(load_cells(cells), locks, verified)
 
@@ -89,8 +89,8 @@ def main() -> int:
                 lib = timed(library, args.runs)
                 cmd = [sys.executable, "-m", "envgen", "matrix", "github", "--cells",
                        str(cells), "--locks", str(locks), "--results-dir", str(results), "-q"]
-                cli = timed(lambda: subprocess.run(cmd, check=True, capture_output=True),
-                            args.runs)
+                cli = timed(lambda cmd=cmd: subprocess.run(cmd, check=True,
+                                                           capture_output=True), args.runs)
                 print(f"{n:7} {changed:7} {due:5} {lib * 1000:11.1f} {cli * 1000:8.1f}")
     return 0
 
