@@ -6,6 +6,7 @@ import contextlib
 import ctypes
 import os
 import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -40,6 +41,27 @@ def _alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def write_file(path: Path, data: bytes, durable: bool = True) -> None:
+    """Write ``path`` whole or not at all: a temp file in the same folder, then a rename.
+    ``durable``: fsync the file and the folder too (records; not needed for caches)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if durable:
+        fsync_dir(path.parent)
 
 
 def write_dir(target: Path, files: dict[str, str]) -> None:

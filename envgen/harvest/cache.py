@@ -14,14 +14,12 @@ killed run leaves either the old entry or the new one, never half of one.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
+from envgen.atomic import write_file
 from envgen.config import cache_root
 from envgen.errors import NetworkError
 
@@ -33,16 +31,8 @@ def default_cache_dir() -> Path:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    """A cache entry, whole or not at all (no fsync: a lost entry is just re-fetched)."""
+    write_file(path, data, durable=False)
 
 
 class Cache:

@@ -10,15 +10,12 @@ temporary file, fsynced and renamed into place.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from envgen.atomic import fsync_dir
+from envgen.atomic import write_file
 from envgen.errors import DataError, UsageError
 from envgen.results.record import Problem, RecordError, ResultRecord, validate
 
@@ -54,20 +51,8 @@ def render(record: ResultRecord) -> bytes:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all: temp file in the same folder, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    fsync_dir(path.parent)
+    """Write ``path`` whole or not at all, durably (envgen.atomic.write_file)."""
+    write_file(path, data, durable=True)
 
 
 def read_record_file(path: Path) -> tuple[ResultRecord | None, list[Problem]]:
