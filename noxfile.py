@@ -112,34 +112,39 @@ def lock(session: nox.Session) -> None:
                 *options)
 
 
-def _verify(session: nox.Session, what: str) -> None:
-    combination, options = _combination(session, f"{what} -- <combination id> [verify options]")
+def _verify(session: nox.Session, name: str, what: str, record: bool) -> None:
+    combination, options = _combination(session, f"{name} -- <combination id> [verify options]")
     if not _has_gpu():
-        session.skip(f"no NVIDIA GPU here (nvidia-smi -L lists none): the {what} check of an "
+        session.skip(f"no NVIDIA GPU here (nvidia-smi -L lists none): the {name} check of an "
                      "image needs one; the CPU path runs in `nox -s tests`")
     session.install("-e", ".")
     ref = _image_ref(session, combination)
-    Path("results").mkdir(exist_ok=True)
+    extra = []
+    if record:
+        Path("results").mkdir(exist_ok=True)
+        extra = ["--record", f"results/{combination}.json"]
     session.run("envgen", "verify", what, "--image", ref, "--lock", f"locks/{combination}",
-                "--record", f"results/{combination}-{what}.json", *options)
+                *extra, *options)
 
 
 @nox.session(python=PYTHON, default=False)
 def ops(session: nox.Session) -> None:
-    """Load and check the ops inside the built image of a combination (needs a GPU).
+    """Load and check the ops inside the built image of a combination (needs a GPU); a
+    quick gate before `smoke`, which records.
 
-    nox -s ops -- <combination id>   (after `nox -s image -- <id>`); record in results/
+    nox -s ops -- <combination id>   (after `nox -s image -- <id>`)
     """
-    _verify(session, "ops")
+    _verify(session, "ops", "ops", record=False)
 
 
 @nox.session(python=PYTHON, default=False)
 def smoke(session: nox.Session) -> None:
-    """torchrun the smoke test over all GPUs inside the built image (needs GPUs).
+    """torchrun the smoke test over all GPUs inside the built image (needs GPUs), with the
+    ops checked again in the same run, and write its one record: results/<id>.json.
 
-    nox -s smoke -- <combination id>   (after `nox -s image -- <id>`); record in results/
+    nox -s smoke -- <combination id>   (after `nox -s image -- <id>`)
     """
-    _verify(session, "smoke")
+    _verify(session, "smoke", "all", record=True)
 
 
 @nox.session(python=PYTHON, default=False)
