@@ -33,7 +33,8 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 KEYS = {"matrix-dir", "cache-dir", "ca-cert", "defaults", "out", "channels", "channel-alias",
-        "index-url", "extra-index-url", "torch-index-url"}
+        "index-url", "extra-index-url", "torch-index-url", "base-image", "registry", "engine",
+        "docker-cli"}
 DEFAULT_KEYS = {"os", "python", "cuda", "torch", "framework", "framework-version", "gpu-arch",
                 "driver", "platform", "nccl", "flavor"}
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from envgen.cli.context import Context
@@ -44,12 +43,13 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                    help="name the image <registry>/<framework>:… and look for it there before "
                    "building (config registry, env ENVGEN_REGISTRY)")
     p.add_argument("--push", action="store_true", help="push the image to --registry")
-    p.add_argument("--ca-cert", action="append", default=[], metavar="FILE",
+    p.add_argument("--ca-cert", action="append", default=None, metavar="FILE",
                    help="extra CA certificate (PEM) trusted in the builder, for a "
                    "TLS-intercepting proxy (repeatable; config ca-cert, env ENVGEN_CA_CERT)")
     p.add_argument("--engine", choices=("sdk", "buildkit"), default=None,
                    help="sdk: docker SDK + the daemon's classic builder (default); buildkit: "
-                   "the docker CLI with BuildKit (cache mounts)")
+                   "the docker CLI with BuildKit (cache mounts); config engine, env "
+                   "ENVGEN_ENGINE")
     p.add_argument("--docker-cli", metavar="PATH",
                    help="docker CLI for --engine buildkit (default: docker on PATH; env "
                    "ENVGEN_DOCKER_CLI)")
@@ -85,15 +85,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if not lock_dir.is_dir():
         raise UsageError(f"{lock_dir} is not a directory",
                          hint="pass the directory `envgen make --image` wrote (locks/<id>)")
-    ca = args.ca_cert or ([ctx.config["ca-cert"]] if ctx.config.get("ca-cert") else []) or (
-        [os.environ["ENVGEN_CA_CERT"]] if os.environ.get("ENVGEN_CA_CERT") else [])
+    ca = ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT", many=True) or []
     options = BuildOptions(
-        registry=args.registry or ctx.config.get("registry") or os.environ.get("ENVGEN_REGISTRY"),
+        registry=ctx.setting(args, "registry", "ENVGEN_REGISTRY"),
         tags=tuple(args.tag), push=args.push, ca_certs=tuple(Path(c) for c in ca),
-        engine=args.engine or ctx.config.get("engine") or "sdk", network=args.network,
+        engine=ctx.setting(args, "engine", "ENVGEN_ENGINE") or "sdk", network=args.network,
         build_args=_build_args(args.build_arg), target=args.target, force=args.force,
         no_cache=args.no_cache,
-        docker_cli=args.docker_cli or os.environ.get("ENVGEN_DOCKER_CLI") or "docker")
+        docker_cli=ctx.setting(args, "docker-cli", "ENVGEN_DOCKER_CLI") or "docker")
     result = build_image(lock_dir, options, progress=ctx.progress,
                          log=ctx.debug if ctx.verbose else None)
     if ctx.json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,3 +27,16 @@ class Context:
     def debug(self, message: str) -> None:
         if self.verbose:
             print(message, file=self.err, flush=True)
+
+    def setting(self, args: Any, name: str, env: str, many: bool = False,
+                attr: str | None = None) -> Any:
+        """An option's value: the flag, then config key ``name`` (envgen.toml /
+        [tool.envgen]), then environment variable ``env`` (space-separated when ``many``)."""
+        value = getattr(args, attr or name.replace("-", "_"), None)
+        if value is None:
+            value = self.config.get(name)
+        if value is None and os.environ.get(env):
+            value = os.environ[env].split() if many else os.environ[env]
+        if many and isinstance(value, str):
+            value = value.split()
+        return value

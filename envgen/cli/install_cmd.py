@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from pathlib import Path
 
@@ -41,9 +40,9 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
-    ca_cert = args.ca_cert or ctx.config.get("ca-cert") or os.environ.get("ENVGEN_CA_CERT")
+    ca_cert = ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT")
     check_ca_cert(ca_cert)
-    cache = args.cache_dir or ctx.config.get("cache-dir")
+    cache = ctx.setting(args, "cache-dir", "ENVGEN_CACHE_DIR")
     result = install(Path(args.lock_dir), Path(args.prefix),
                      cache_dir=Path(cache).expanduser() if cache else cache_root(),
                      ca_cert=Path(ca_cert) if ca_cert else None, progress=ctx.progress)

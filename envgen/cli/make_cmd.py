@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import time
 from pathlib import Path
 
@@ -96,19 +95,6 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _setting(args: argparse.Namespace, ctx: Context, name: str, env: str, many: bool = False,
-             attr: str | None = None):
-    """Flag, then config key ``name``, then environment variable ``env``."""
-    value = getattr(args, attr or name.replace("-", "_"), None)
-    if value is None:
-        value = ctx.config.get(name)
-    if value is None and os.environ.get(env):
-        value = os.environ[env].split() if many else os.environ[env]
-    if many and isinstance(value, str):
-        value = value.split()
-    return value
-
-
 def check_ca_cert(ca_cert: str | None) -> None:
     """A CA bundle must be a readable PEM file with at least one certificate."""
     if not ca_cert:
@@ -125,18 +111,18 @@ def check_ca_cert(ca_cert: str | None) -> None:
 
 
 def options_from_args(args: argparse.Namespace, ctx: Context) -> LockOptions:
-    ca_cert = _setting(args, ctx, "ca-cert", "ENVGEN_CA_CERT")
+    ca_cert = ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT")
     check_ca_cert(ca_cert)
-    channels = _setting(args, ctx, "channels", "ENVGEN_CHANNELS", many=True, attr="channel")
-    cache = _setting(args, ctx, "cache-dir", "ENVGEN_CACHE_DIR")
+    channels = ctx.setting(args, "channels", "ENVGEN_CHANNELS", many=True, attr="channel")
+    cache = ctx.setting(args, "cache-dir", "ENVGEN_CACHE_DIR")
     return LockOptions(
         flavor=args.flavor or "conda",
         channels=tuple(channels) if channels else None,
-        channel_alias=_setting(args, ctx, "channel-alias", "ENVGEN_CHANNEL_ALIAS"),
-        index_url=_setting(args, ctx, "index-url", "ENVGEN_INDEX_URL"),
-        extra_index_urls=tuple(_setting(args, ctx, "extra-index-url", "ENVGEN_EXTRA_INDEX_URL",
+        channel_alias=ctx.setting(args, "channel-alias", "ENVGEN_CHANNEL_ALIAS"),
+        index_url=ctx.setting(args, "index-url", "ENVGEN_INDEX_URL"),
+        extra_index_urls=tuple(ctx.setting(args, "extra-index-url", "ENVGEN_EXTRA_INDEX_URL",
                                         many=True) or ()),
-        torch_index_url=_setting(args, ctx, "torch-index-url", "ENVGEN_TORCH_INDEX_URL"),
+        torch_index_url=ctx.setting(args, "torch-index-url", "ENVGEN_TORCH_INDEX_URL"),
         exclude_newer=getattr(args, "exclude_newer", None),
         offline=bool(getattr(args, "offline", False)),
         cache_dir=Path(cache).expanduser() if cache else cache_root(),
@@ -180,7 +166,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         recipes = load_recipes(ctx.matrix_dir)
         archs = (normalize_arch(args.gpu_arch),) if args.gpu_arch else ()
         options = replace(options, image=ImageOptions(
-            base=_setting(args, ctx, "base-image", "ENVGEN_BASE_IMAGE", attr="base"),
+            base=ctx.setting(args, "base-image", "ENVGEN_BASE_IMAGE", attr="base"),
             gpu_archs=archs))
     elif args.base:
         raise UsageError("--base only applies with --image", hint="add --image")

@@ -85,7 +85,7 @@ def _run_ops(args, framework: str, ctx: Context) -> tuple[dict, str]:
         out = Path(tmp) / "ops.json"
         extra = ["--ops", args.ops] if args.ops else []
         cmd = target.argv("ops.py", ["--framework", framework, "--out", "{out}/ops.json",
-                                     *extra], Path(tmp))
+                                     *extra], target.prepare(Path(tmp)))
         ctx.progress(f"ops: {framework} in {target.describe()}")
         proc = subprocess.run(cmd, capture_output=True, text=True)
         for line in proc.stderr.splitlines()[-20:]:

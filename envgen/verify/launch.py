@@ -39,12 +39,17 @@ class Target:
             return [self.python or "python", *(torchrun or []), str(VERIFY_DIR / script),
                     *inner]
         inner = [a.replace("{out}", "/out") for a in args]
-        out.chmod(0o777)  # the image runs as uid 1000
         return [self.docker, "run", "--rm", "--shm-size", "1g", "--network", "host",
                 *(["--gpus", "all"] if self.gpus else []),
                 "-v", f"{VERIFY_DIR}:{IN_IMAGE}:ro", "-v", f"{out}:/out",
                 "-e", "TORCH_EXTENSIONS_DIR=/tmp/torch-extensions",
                 self.image, "python", *(torchrun or []), f"{IN_IMAGE}/{script}", *inner]
+
+    def prepare(self, out: Path) -> Path:
+        """Make the output folder writable for the target (an image runs as uid 1000)."""
+        if self.image is not None:
+            out.chmod(0o777)
+        return out
 
     def python_argv(self, code: str) -> list[str]:
         if self.image is None:
@@ -106,7 +111,7 @@ def run_smoke(python: str | Target, framework: str, nproc: int | None = None,
         raise UsageError("--backend nccl needs GPUs, and torch sees none here",
                          hint="use --backend gloo (CPU) or run on a GPU machine")
     with tempfile.TemporaryDirectory(prefix="envgen-smoke-") as tmp:
-        out = Path(tmp)
+        out = target.prepare(Path(tmp))
         cmd = target.argv("smoke.py", ["--framework", framework, "--out", "{out}",
                                        "--backend", backend, "--steps", str(steps),
                                        "--timeout", str(timeout)], out,

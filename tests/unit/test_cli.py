@@ -155,3 +155,32 @@ def test_config_matrix_dir_wins_over_environment(run, tmp_path, monkeypatch, fix
     (tmp_path / "envgen.toml").write_text(f'matrix-dir = "{fixture_matrix}"\n')
     code, out, _ = run("matrix", "show")
     assert code == 0 and "CUDA toolkits    6" in out
+
+
+def test_setting_precedence_flag_config_env(monkeypatch, tmp_path):
+    from types import SimpleNamespace
+
+    from envgen.cli.context import Context
+
+    ctx = Context(matrix_dir=tmp_path, config={"registry": "cfg.example", "ca-cert": "a.pem"})
+    monkeypatch.setenv("ENVGEN_REGISTRY", "env.example")
+    monkeypatch.setenv("ENVGEN_CA_CERT", "x.pem y.pem")
+    monkeypatch.setenv("ENVGEN_ENGINE", "buildkit")
+    args = SimpleNamespace(registry=None, ca_cert=None, engine=None)
+    assert ctx.setting(args, "registry", "ENVGEN_REGISTRY") == "cfg.example"
+    assert ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT", many=True) == ["a.pem"]
+    assert ctx.setting(args, "engine", "ENVGEN_ENGINE") == "buildkit"
+    args.registry = "flag.example"
+    assert ctx.setting(args, "registry", "ENVGEN_REGISTRY") == "flag.example"
+    ctx.config.clear()
+    assert ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT", many=True) == ["x.pem", "y.pem"]
+
+
+def test_image_settings_are_known_config_keys(run, tmp_path):
+    (tmp_path / "envgen.toml").write_text('registry = "ghcr.io/acme"\nengine = "buildkit"\n'
+                                          'base-image = "debian:12"\ndocker-cli = "docker"\n')
+    code, _out, err = run("resolve", "--framework", "deepspeed")
+    assert code == 0, err
+    (tmp_path / "envgen.toml").write_text('registy = "typo"\n')
+    code, _out, err = run("resolve", "--framework", "deepspeed")
+    assert code == 2 and "unknown envgen setting(s): registy" in err

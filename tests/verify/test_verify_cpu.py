@@ -5,6 +5,7 @@ they produce through `envgen results add` and `envgen table`."""
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,12 @@ from envgen.verify.launch import run_smoke
 pytestmark = pytest.mark.integration
 LOCK_HASH = "sha256:" + "ab" * 32
 COMBO = "deepspeed-0.19.8-torch2.13.0-cu128-py3.11-debian12-x86_64"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def envgen(*args: str, env: dict) -> subprocess.CompletedProcess:
@@ -56,7 +63,7 @@ def test_smoke_failure_names_rank_and_check(torch_env, tmp_path):
          "--timeout", "8"],
         capture_output=True, text=True, timeout=120,
         env={**env, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0",
-             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533"})
+             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())})
     assert proc.returncode == 124, proc.stderr[-2000:]
     doc = json.loads((tmp_path / "rank-0.json").read_text())
     assert doc["timed_out"] is True
