@@ -17,7 +17,9 @@ from envgen import __version__
 from envgen.errors import DataError, UsageError
 from envgen.image.naming import image_name
 from envgen.image.recipes import Base, Recipes
+from envgen.lock.conda_solve import CondaPackage
 from envgen.lock.pip_compile import PipPackage
+from envgen.resolve.combination import Combination
 
 DOCKERFILE = "Dockerfile"
 DOCKERIGNORE = ".dockerignore"
@@ -88,13 +90,13 @@ def choose_archs(requested: tuple[str, ...], recipes: Recipes, supported: tuple[
 class ImageInput:
     """What the renderer needs from a solved lock (see envgen.lock.files.Solved)."""
 
-    combination: object
+    combination: Combination
     os_family: str
     flavor: str
     gcc: int
     pip: tuple[PipPackage, ...]
     pip_options: tuple[str, ...]
-    conda: tuple  # CondaPackage records, in install order
+    conda: tuple[CondaPackage, ...]  # in install order
     lock_hash: str
     nvcc: str | None
     regenerate: str
@@ -207,7 +209,10 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
                          hint="pass --gpu-arch sm_XY (e.g. sm_90)")
     arch_text = arch_list(archs)
     values = {"python": python, "gcc": str(inp.gcc), "cuda": c.cuda}
-    pkgs = lambda names: " ".join(n.format(**values) for n in names)  # noqa: E731
+
+    def pkgs(names: tuple[str, ...]) -> str:
+        return " ".join(n.format(**values) for n in names)
+
     runtime = family.runtime_by_os.get(c.os, family.runtime)
     base_pkgs, framework_pkgs = _split_pip(inp)
     name = image_name(c, recipes.naming, registry=None)
