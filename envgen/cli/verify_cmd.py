@@ -22,11 +22,18 @@ examples:
   envgen results add result.json && envgen table --write
 
 ops: loads (JIT-compiling if not prebuilt) and runs each op once against a reference:
-DeepSpeed FusedAdam and CPU Adam vs torch.optim.AdamW, AIO write/read byte-equal, the
-inference kernel's layer norm vs torch; GPU-only ops are skipped without a GPU.
+  deepspeed      FusedAdam and CPU Adam vs torch.optim.AdamW, AIO write/read byte-equal,
+                 the transformer inference kernel's layer norm vs torch
+  colossalai     CPU Adam and FusedAdam vs AdamW, fused layer norm, masked and causal
+                 softmax, inference kernels and the MoE cumsum vs torch
+  megatron-core  the compiled dataset helpers (helpers_cpp) vs a NumPy reference
+GPU-only ops are skipped without a GPU (all of Colossal-AI's are CUDA extensions).
 smoke: torchrun over the visible GPUs (NCCL), or 2 CPU processes (gloo) without any:
-all_reduce / all_gather / broadcast / reduce_scatter with checked values, then ZeRO-2 and
-ZeRO-3 steps (DeepSpeed) with the loss decreasing and parameters equal on every rank.
+all_reduce / all_gather / broadcast / reduce_scatter with checked values, then a few
+training steps of the framework's engine, the loss decreasing and the parameters equal on
+every rank: DeepSpeed ZeRO-2 and ZeRO-3; Colossal-AI's Booster with TorchDDPPlugin and (GPUs)
+LowLevelZeroPlugin ZeRO-2 + HybridAdam; Megatron-Core tensor parallel = world size, its
+output equal to the dense MLP. A rank that hangs is stopped after --timeout, naming the check.
 Both run in the target Python with only the standard library, torch and the framework.
 
 exit codes: 0 every check passed or was skipped, 1 a check failed, 2 usage error.
@@ -107,6 +114,7 @@ def _image_id(args) -> str:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    from envgen.verify.checks_common import frameworks
     from envgen.verify.launch import run_smoke
     from envgen.verify.record import build_record, utc_now
 
@@ -114,6 +122,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     framework = args.framework or (manifest or {}).get("combination", {}).get("framework")
     if not framework:
         raise UsageError("which framework?", hint="pass --framework NAME or --lock DIR")
+    known = frameworks()
+    if framework not in known:
+        raise UsageError(f"envgen has no checks for framework {framework!r}",
+                         hint=f"use one of: {', '.join(known)}")
     if args.record and not manifest:
         raise UsageError("--record needs --lock DIR",
                          hint="the record names the combination and lock hash of that lock")
@@ -149,8 +161,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             logs=logs, framework=framework)
         result["record"] = record.to_dict()
         if args.record:
+            from envgen.atomic import write_file
+
             path = Path(args.record)
-            path.write_text(json.dumps(record.to_dict(), indent=2) + "\n")
+            write_file(path, (json.dumps(record.to_dict(), indent=2) + "\n").encode())
             ctx.progress(f"wrote {path} (envgen results add {path})")
     if ctx.json:
         dump_json(result, ctx.out)

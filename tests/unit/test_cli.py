@@ -184,3 +184,17 @@ def test_image_settings_are_known_config_keys(run, tmp_path):
     (tmp_path / "envgen.toml").write_text('registy = "typo"\n')
     code, _out, err = run("resolve", "--framework", "deepspeed")
     assert code == 2 and "unknown envgen setting(s): registy" in err
+
+
+def test_verify_unknown_framework_is_a_usage_error(run):
+    code, out, err = run("verify", "ops", "--framework", "megatron")
+    assert code == 2 and out == ""
+    assert "envgen has no checks for framework 'megatron'" in err
+    assert "use one of: colossalai, deepspeed, megatron-core" in err
+
+
+def test_verify_record_needs_a_lock(run, tmp_path):
+    code, _, err = run("verify", "all", "--framework", "deepspeed", "--record",
+                       str(tmp_path / "r.json"))
+    assert code == 2 and "--record needs --lock DIR" in err
+    assert not (tmp_path / "r.json").exists()
