@@ -36,15 +36,24 @@ def deepspeed(ops: list[str]) -> list[str]:
     return problems
 
 
-def modules(ops: list[str]) -> list[str]:
-    """Each op is an importable extension module (dotted name) built into the package."""
-    problems = []
-    for name in ops:
+def _compiled(name: str):
+    try:
         spec = importlib.util.find_spec(name)
-        if spec is None or not (spec.origin or "").endswith(".so"):
-            problems.append(f"{name}: no compiled extension module")
+    except ImportError:  # its parent package is missing
+        return None
+    return spec if spec is not None and (spec.origin or "").endswith(".so") else None
+
+
+def modules(ops: list[str]) -> list[str]:
+    """Each op is an importable extension module (dotted name) built into the package;
+    "a|b" accepts the first of several names (a module renamed between releases)."""
+    problems = []
+    for op in ops:
+        found = [spec for spec in map(_compiled, op.split("|")) if spec is not None]
+        if not found:
+            problems.append(f"{op.replace('|', ' or ')}: no compiled extension module")
         else:
-            print(f"  {name:40} {spec.origin}")
+            print(f"  {found[0].name:40} {found[0].origin}")
     return problems
 
 

@@ -5,7 +5,7 @@
 #     envgen build DIR      (or: DOCKER_BUILDKIT=1 docker build -t envgen/megatron-core:0.12.0-torch2.9.0-cu128-py3.12-ubuntu24.04 DIR)
 # Stages:
 #   builder  docker.io/library/ubuntu:24.04 + the locked env (hash-checked) + megatron-core 0.12.0 with its ops
-#            (megatron.core.datasets.helpers_cpp) compiled by nvcc 12.8.88 for TORCH_CUDA_ARCH_LIST="9.0+PTX"
+#            (megatron.core.datasets.helpers_cpp|megatron.core.datasets.helpers) compiled by nvcc 12.8.88 for TORCH_CUDA_ARCH_LIST="9.0+PTX"
 #   pruned   the builder's env without the packages only the build needs
 #   runtime  docker.io/library/ubuntu:24.04 + that env, no compilers, user envgen (uid 1000)
 
@@ -57,7 +57,7 @@ RUN --mount=type=cache,target=/root/.cache/ccache \
     ENVGEN_CC=gcc ENVGEN_CXX=g++ CC=/opt/envgen/bin/cc CXX=/opt/envgen/bin/c++ CCACHE_DIR=/root/.cache/ccache \
     python -m pip install --no-deps --no-build-isolation --no-cache-dir --require-hashes \
         -r /tmp/envgen/framework.lock.txt \
- && python /tmp/envgen/check-ops.py modules megatron.core.datasets.helpers_cpp
+ && python /tmp/envgen/check-ops.py modules 'megatron.core.datasets.helpers_cpp|megatron.core.datasets.helpers'
 
 FROM builder AS pruned
 # Only the build needs these conda packages (their files and records go): cuda-nvcc gcc gxx libcublas-dev
@@ -81,13 +81,13 @@ LABEL io.envgen.combination="megatron-core-0.12.0-torch2.9.0-cu128-py3.12-ubuntu
       io.envgen.framework="megatron-core" \
       io.envgen.framework-version="0.12.0" \
       io.envgen.lock-hash="sha256:5555555555555555555555555555555555555555555555555555555555555555" \
-      io.envgen.ops="megatron.core.datasets.helpers_cpp" \
+      io.envgen.ops="megatron.core.datasets.helpers_cpp|megatron.core.datasets.helpers" \
       io.envgen.os="ubuntu-24.04" \
       io.envgen.python="3.12" \
       io.envgen.torch="2.9.0" \
       org.opencontainers.image.base.digest="sha256:3333333333333333333333333333333333333333333333333333333333333333" \
       org.opencontainers.image.base.name="docker.io/library/ubuntu:24.04" \
-      org.opencontainers.image.description="envgen image for megatron-core-0.12.0-torch2.9.0-cu128-py3.12-ubuntu24.04-x86_64: ops megatron.core.datasets.helpers_cpp compiled for 9.0+PTX" \
+      org.opencontainers.image.description="envgen image for megatron-core-0.12.0-torch2.9.0-cu128-py3.12-ubuntu24.04-x86_64: ops megatron.core.datasets.helpers_cpp|megatron.core.datasets.helpers compiled for 9.0+PTX" \
       org.opencontainers.image.title="megatron-core 0.12.0 + torch 2.9.0 (CUDA 12.8), Python 3.12, ubuntu-24.04" \
       org.opencontainers.image.version="0.12.0-torch2.9.0-cu128-py3.12-ubuntu24.04"
 USER 1000:1000
