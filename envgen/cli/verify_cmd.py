@@ -87,6 +87,9 @@ def _target(args):
 
 
 def _run_ops(args, framework: str, ctx: Context) -> tuple[dict, str]:
+    """Run ops.py in the target: its one line per op streams to the progress output as the
+    op finishes; the rest of what it prints (the framework's warnings, compiler output) goes
+    to the log, shown with --verbose or when it fails."""
     target = _target(args)
     with tempfile.TemporaryDirectory(prefix="envgen-ops-") as tmp:
         out = Path(tmp) / "ops.json"
@@ -94,14 +97,24 @@ def _run_ops(args, framework: str, ctx: Context) -> tuple[dict, str]:
         cmd = target.argv("ops.py", ["--framework", framework, "--out", "{out}/ops.json",
                                      *extra], target.prepare(Path(tmp)))
         ctx.progress(f"ops: {framework} in {target.describe()}")
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        for line in proc.stderr.splitlines()[-20:]:
-            ctx.progress(f"  {line}")
+        with tempfile.TemporaryFile("w+") as err:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+            lines = []
+            for line in proc.stdout:
+                lines.append(line)
+                ctx.progress(f"  {line.rstrip()}")
+            code = proc.wait()
+            err.seek(0)
+            log = "".join(lines) + err.read()
+        for line in log.splitlines()[len(lines):]:
+            ctx.debug(f"  | {line}")
         if not out.is_file():
-            raise EnvgenError(f"the ops check did not run (exit {proc.returncode})",
-                              hint="the output above shows why (torch or the framework not "
-                              "importable from --python?)")
-        return json.loads(out.read_text()), proc.stderr
+            tail = "\n".join(log.splitlines()[-20:])
+            raise EnvgenError(f"the ops check did not run in {target.describe()} (exit {code})",
+                              hint=(f"its output ends:\n{tail}\n" if tail else "it printed "
+                                    "nothing; ") + "is --python the env's interpreter, with "
+                              "torch and the framework importable?")
+        return json.loads(out.read_text()), log
 
 
 def _image_id(args) -> str:
@@ -144,7 +157,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         durations["smoke"] = time.monotonic() - t1
         for c in smoke.checks:
             if c["status"] != "pass" or c.get("rank") == 0:
-                ctx.progress(f"  {c['name']:20} rank {c.get('rank')}  {c['status']:5} "
+                ctx.progress(f"  {c['name']:26} rank {c.get('rank')}  {c['status']:5} "
                              f"{c.get('message', '')}")
     durations["total"] = time.monotonic() - t0
     failed = any(o["status"] == "fail" for o in (ops or {}).get("ops", [])) or (

@@ -117,7 +117,8 @@ def run_smoke(python: str | Target, framework: str, nproc: int | None = None,
                                        "--timeout", str(timeout)], out,
                           torchrun=["-m", "torch.distributed.run", "--standalone",
                                     f"--nproc_per_node={nproc}"])
-        progress(f"torchrun: {nproc} processes, backend {backend}, framework {framework}")
+        chosen = backend if backend != "auto" else ("nccl" if gpus else "gloo")  # as smoke.py
+        progress(f"torchrun: {nproc} processes, backend {chosen}, framework {framework}")
         started = time.monotonic()
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, env=env,

@@ -17,7 +17,6 @@ or skipped, 1 a failure, 2 usage.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import sys
 import time
@@ -29,14 +28,20 @@ from checks_common import Skip, frameworks, load_checks
 SCHEMA = 1
 
 
-def run_op(checks, name: str, torch) -> dict:
-    """One op's entry of the result: pass / skip / fail with what it was compared with."""
+def _error(exc: BaseException) -> str:
+    last = traceback.extract_tb(exc.__traceback__)[-1]
+    return f"{type(exc).__name__}: {exc} ({Path(last.filename).name}:{last.lineno})"[:2000]
+
+
+def run_op(checks, name: str, torch, import_error: str | None = None) -> dict:
+    """One op's entry of the result: pass / skip / fail with what it was compared with. An
+    op of a framework that does not import fails (it would otherwise skip without a GPU)."""
     fn, reference = checks.OPS[name]
     t0 = time.monotonic()
-    try:
-        prebuilt = checks.prebuilt(name)
-    except Exception:  # the framework does not even import: the check below says why
-        prebuilt = None
+    if import_error:
+        return {"name": name, "prebuilt": None, "status": "fail", "check": reference,
+                "message": import_error, "seconds": 0.0, "build_seconds": None}
+    prebuilt = checks.prebuilt(name)
     entry = {"name": name, "prebuilt": prebuilt}
     try:
         detail = fn(torch)
@@ -45,9 +50,7 @@ def run_op(checks, name: str, torch) -> dict:
     except Skip as exc:
         entry.update(status="skip", check=reference, message=str(exc))
     except Exception as exc:
-        last = traceback.extract_tb(exc.__traceback__)[-1]
-        entry.update(status="fail", check=reference, message=f"{type(exc).__name__}: {exc} "
-                     f"({Path(last.filename).name}:{last.lineno})"[:2000])
+        entry.update(status="fail", check=reference, message=_error(exc))
     entry["seconds"] = round(time.monotonic() - t0, 3)
     # a JIT compile is most of the time when the op was not prebuilt (and not skipped)
     built_now = prebuilt is False and entry["status"] != "skip"
@@ -70,16 +73,25 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     import torch
 
+    # one line per op as it ends: on stdout when the document goes to --out (envgen streams
+    # them as progress), else on stderr
+    report = sys.stdout if args.out else sys.stderr
+    version = import_error = None
+    try:
+        version = checks.version()
+    except Exception as exc:
+        import_error = f"{checks.MODULE} does not import: {_error(exc)}"
     results = []
     for name in names:
-        entry = run_op(checks, name, torch)
+        entry = run_op(checks, name, torch, import_error)
         results.append(entry)
-        print(f"{name:24} {entry['status']:5} {entry['seconds']:7.1f} s  "
-              f"{entry['message'] or entry['check']}", file=sys.stderr, flush=True)
+        built = f" (built in {entry['build_seconds']:.0f} s)" if entry["build_seconds"] else ""
+        print(f"{name:24} {entry['status']:5} {entry['seconds']:7.1f} s{built}  "
+              f"{entry['message'] or entry['check']}", file=report, flush=True)
     doc = {"schema": SCHEMA, "framework": args.framework, "torch": torch.__version__,
            "torch_cuda": torch.version.cuda, "ops": results}
-    with contextlib.suppress(Exception):  # the op entries already carry an import error
-        doc["framework_version"] = checks.version()
+    if version:
+        doc["framework_version"] = version
     text = json.dumps(doc, indent=1) + "\n"
     if args.out:
         tmp = args.out.with_name(f".{args.out.name}.tmp")

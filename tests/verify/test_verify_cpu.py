@@ -52,6 +52,18 @@ def test_smoke_framework_missing_fails_on_every_rank(megatron_env):
     assert all("No module named 'colossalai'" in c["message"] for c in result.checks)
 
 
+def test_ops_of_a_missing_framework_fail_instead_of_skipping(megatron_env):
+    """Without a GPU the Colossal-AI ops would skip; without Colossal-AI they must fail."""
+    proc = envgen("verify", "ops", "--python", megatron_env["python"], "--framework",
+                  "colossalai", "--json", env=megatron_env["env"])
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    ops = json.loads(proc.stdout)["ops"]["ops"]
+    assert len(ops) == 7 and {o["status"] for o in ops} == {"fail"}
+    assert all(o["message"].startswith("colossalai does not import: ModuleNotFoundError")
+               for o in ops)
+    assert "moe_cuda                 fail" in proc.stderr  # streamed as each op ends
+
+
 def test_ops_unknown_op_is_a_usage_error(megatron_env):
     ops = Path(__file__).parents[2] / "envgen" / "verify" / "ops.py"
     proc = subprocess.run([megatron_env["python"], str(ops), "--framework", "megatron-core",
