@@ -20,10 +20,10 @@ from checks_common import (
     EngineRun,
     Skip,
     batch,
+    close,
     compare_with_adamw,
     expect,
     loss_decreased,
-    max_diff,
     needs_gpu,
     same_everywhere,
     tiny_model,
@@ -79,9 +79,7 @@ def layernorm_cuda(torch) -> str:
     with torch.no_grad():
         got = norm(x)
         want = torch.nn.functional.layer_norm(x, (256,), norm.weight, norm.bias, 1e-5)
-    worst = max_diff(torch, got, want)
-    expect(worst <= 1e-4, f"layer norm max |Δ| vs torch is {worst:.3g} (tolerance 1e-4)")
-    return f"max |Δ| vs torch.nn.functional.layer_norm: {worst:.2g}"
+    return close(got, want, 1e-4, "layer norm")
 
 
 def _scores(torch):
@@ -98,9 +96,7 @@ def scaled_masked_softmax_cuda(torch) -> str:
     mask = torch.rand(2, 1, 128, 128, device="cuda") < 0.3  # True: masked out
     got = kernel.forward(x, mask, scale)
     want = torch.softmax((x.float() * scale).masked_fill(mask, -10000.0), dim=-1)
-    worst = max_diff(torch, got, want)
-    expect(worst <= 2e-3, f"masked softmax max |Δ| vs torch is {worst:.3g} (tolerance 2e-3)")
-    return f"max |Δ| vs torch.softmax with the mask: {worst:.2g}"
+    return close(got, want, 2e-3, "masked softmax")
 
 
 def scaled_upper_triangle_masked_softmax_cuda(torch) -> str:
@@ -112,9 +108,7 @@ def scaled_upper_triangle_masked_softmax_cuda(torch) -> str:
     got = kernel.forward(x, scale)
     causal = torch.ones(128, 128, device="cuda", dtype=torch.bool).triu(1)
     want = torch.softmax((x.float() * scale).masked_fill(causal, float("-inf")), dim=-1)
-    worst = max_diff(torch, got, want)
-    expect(worst <= 2e-3, f"causal softmax max |Δ| vs torch is {worst:.3g} (tolerance 2e-3)")
-    return f"max |Δ| vs torch.softmax with a causal mask: {worst:.2g}"
+    return close(got, want, 2e-3, "causal softmax")
 
 
 def inference_ops_cuda(torch) -> str:
@@ -126,18 +120,14 @@ def inference_ops_cuda(torch) -> str:
     gate_up = torch.randn(2, 16, 256, device="cuda", dtype=torch.float16)
     got = kernels.silu_and_mul(gate_up)  # splits dim 0: silu(first half) * second half
     want = torch.nn.functional.silu(gate_up[0].float()) * gate_up[1].float()
-    worst = max_diff(torch, got, want)
-    expect(worst <= 2e-2, f"silu_and_mul max |Δ| vs torch is {worst:.3g} (tolerance 2e-2)")
+    silu = close(got, want, 2e-2, "silu_and_mul")
     x = torch.randn(16, 256, device="cuda", dtype=torch.float16)
     weight = torch.randn(256, device="cuda", dtype=torch.float16)
     out = torch.empty_like(x)
     kernels.rms_layernorm(out, x, weight, 1e-5)
     xf = x.float()
     ref = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-5) * weight.float()
-    worst_rms = max_diff(torch, out, ref)
-    expect(worst_rms <= 2e-2, f"rms_layernorm max |Δ| vs torch is {worst_rms:.3g} "
-           "(tolerance 2e-2)")
-    return f"silu_and_mul max |Δ| {worst:.2g}, rms_layernorm max |Δ| {worst_rms:.2g}"
+    return f"{silu}, {close(out, ref, 2e-2, 'rms_layernorm')}"
 
 
 def moe_cuda(torch) -> str:

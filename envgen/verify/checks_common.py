@@ -78,8 +78,12 @@ def compare_with_adamw(torch, opt_cls, device, tol: float = 1e-5, **kwargs) -> s
     return f"max |Δ| vs torch.optim.AdamW after {ADAM_STEPS} steps: {worst:.2g}"
 
 
-def max_diff(torch, got, want) -> float:
-    return float((got.float() - want.float()).abs().max())
+def close(got, want, tol: float, what: str) -> str:
+    """Fail unless ``got`` is within ``tol`` of the reference ``want`` everywhere; the
+    largest difference, for the record."""
+    worst = float((got.float() - want.float()).abs().max())
+    expect(worst <= tol, f"{what} max |Δ| vs the reference is {worst:.3g} (tolerance {tol:g})")
+    return f"{what} max |Δ| {worst:.2g}"
 
 
 # --- smoke: the engines' tiny training run ----------------------------------------------------

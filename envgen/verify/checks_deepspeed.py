@@ -14,10 +14,10 @@ from checks_common import (
     EngineRun,
     Skip,
     batch,
+    close,
     compare_with_adamw,
     expect,
     loss_decreased,
-    max_diff,
     needs_gpu,
     same_everywhere,
     tiny_model,
@@ -82,9 +82,7 @@ def transformer_inference(torch) -> str:
     beta = torch.randn(256, device="cuda", dtype=torch.float16)
     got = kernels.layer_norm(x, gamma, beta, 1e-5)
     want = torch.nn.functional.layer_norm(x.float(), (256,), gamma.float(), beta.float(), 1e-5)
-    worst = max_diff(torch, got, want)
-    expect(worst <= 2e-2, f"layer_norm max |Δ| vs torch is {worst:.3g} (tolerance 2e-2)")
-    return f"layer_norm (fp16) max |Δ| vs torch.nn.functional.layer_norm: {worst:.2g}"
+    return close(got, want, 2e-2, "layer_norm (fp16)")
 
 
 # op name (DeepSpeed's builder name) → (check, what it is compared with)
