@@ -208,8 +208,8 @@ def zero2(run: EngineRun) -> str:
     from colossalai.booster.plugin import LowLevelZeroPlugin
     from colossalai.nn.optimizer import HybridAdam
 
-    losses, opt = _boosted_steps(run, LowLevelZeroPlugin(stage=2, precision="fp32"),
-                                    HybridAdam)
+    plugin = LowLevelZeroPlugin(stage=2, precision="fp32")
+    losses, opt = _boosted_steps(run, plugin, HybridAdam)
     return f"LowLevelZeroPlugin ZeRO-2, {opt}, loss {losses[0]:.4f} → {losses[-1]:.4f}"
 
 

@@ -29,6 +29,7 @@ from checks_common import EngineRun, Skip, expect, frameworks, load_checks
 
 SCHEMA = 1
 
+
 class Rank:
     def __init__(self, out: Path, timeout: float) -> None:
         self.rank = int(os.environ.get("RANK", "0"))
