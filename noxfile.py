@@ -153,10 +153,10 @@ def publish(session: nox.Session) -> None:
 
     nox -s publish [-- record.json ...]   (default: every results/*.json)
     """
-    session.install("-e", ".")
     records = session.posargs or sorted(str(p) for p in Path("results").glob("*.json"))
     if not records:
-        session.skip("no records in results/ (write them with nox -s ops / smoke)")
+        session.skip("no records in results/ (write them with nox -s smoke)")
+    session.install("-e", ".")
     session.run("envgen", "results", "add", *records)
     session.run("envgen", "table", "--write")
 
