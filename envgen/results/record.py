@@ -387,6 +387,12 @@ def validate(data: Any) -> list[Problem]:
     return _read(data)[1]
 
 
+def parse(data: Any) -> tuple[ResultRecord | None, list[Problem]]:
+    """The record ``data`` describes and no problems, or None and every problem (one pass:
+    validating, then building, would read the data twice)."""
+    return _read(data)
+
+
 def _read(data: Any) -> tuple[ResultRecord | None, list[Problem]]:
     r = _Reader()
     d = r.obj(data, "$", _FIELDS)

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from envgen.atomic import write_file
 from envgen.errors import DataError, UsageError
-from envgen.results.record import Problem, RecordError, ResultRecord, validate
+from envgen.results.record import Problem, RecordError, ResultRecord, parse
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,10 +70,8 @@ def read_record_file(path: Path) -> tuple[ResultRecord | None, list[Problem]]:
     except json.JSONDecodeError as exc:
         return None, [Problem("$", f"not JSON: {exc.msg} (line {exc.lineno}, column "
                                    f"{exc.colno})")]
-    problems = validate(data)
-    if problems:
-        return None, problems
-    return ResultRecord.from_dict(data), []
+    record, problems = parse(data)
+    return (None, problems) if problems else (record, [])
 
 
 def add(results_dir: Path, paths: list[Path] | tuple[Path, ...]) -> list[AddOutcome]:
@@ -165,5 +163,7 @@ def load(results_dir: Path) -> list[StoredRecord]:
         raise RecordError(bad, total=total,
                           hint="stored records are written by `envgen results add` and never "
                           "edited; restore the files named from git, or remove them")
-    found.sort(key=lambda s: (s.record.combination, s.record.finished_at, s.record.id))
+    # the file name ends in the record id's first 12 hex digits: ordering by it orders by id
+    # without hashing every record a second time
+    found.sort(key=lambda s: (s.record.combination, s.record.finished_at, s.path.name))
     return found
