@@ -38,12 +38,6 @@ def version() -> str:
     return colossalai.__version__
 
 
-def init_distributed(backend: str, timeout) -> None:
-    import torch.distributed as dist
-
-    dist.init_process_group(backend, timeout=timeout)
-
-
 # --- ops ----------------------------------------------------------------------------------
 
 def _cpu_adam_extension() -> str:

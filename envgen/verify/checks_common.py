@@ -23,7 +23,9 @@ def frameworks() -> list[str]:
 
 
 def load_checks(framework: str):
-    """The framework's check module: OPS, prebuilt(), ENGINES, version(), init_distributed()."""
+    """The framework's check module: MODULE, version(), OPS, prebuilt(), ENGINES, and
+    init_distributed() where the framework sets up torch.distributed itself (without it,
+    smoke.py calls torch.distributed.init_process_group)."""
     return importlib.import_module(PREFIX + framework.replace("-", "_"))
 
 

@@ -30,12 +30,6 @@ def _package_version() -> str:
     return package_info.__version__
 
 
-def init_distributed(backend: str, timeout) -> None:
-    import torch.distributed as dist
-
-    dist.init_process_group(backend, timeout=timeout)
-
-
 # --- ops ----------------------------------------------------------------------------------
 
 def _doc_sizes(np):

@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     r.current = "init_process_group"
     timeout = timedelta(seconds=args.timeout)
-    if checks:
+    if hasattr(checks, "init_distributed"):  # the framework's own (DeepSpeed's)
         checks.init_distributed(backend, timeout)
     else:
         dist.init_process_group(backend, timeout=timeout)

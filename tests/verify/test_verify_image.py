@@ -40,7 +40,9 @@ def megatron_image(docker_ready, tmp_path_factory) -> str:
     # Debian bookworm's Python is 3.11, so cp311 manylinux wheels for the image
     download = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary=:all:",
                 "--python-version", "3.11", "--platform", "manylinux_2_28_x86_64",
-                "-d", str(ctx / "wheels"), *cpu_torch(), requirement, "numpy"]
+                "-d", str(ctx / "wheels"), requirement, "numpy",
+                # PyPI stays the index for the rest when torch comes from the CPU index
+                *[a.replace("--index-url", "--extra-index-url") for a in cpu_torch()]]
     proc = subprocess.run(download, capture_output=True, text=True, timeout=1200)
     if proc.returncode != 0:
         fail_or_skip(f"cannot download the image's wheels: {proc.stderr[-1500:]}")
