@@ -1,4 +1,17 @@
-"""Crash-safe file-system primitives shared by the matrix snapshot and the lock writer."""
+"""Crash-safe file-system primitives: every write envgen makes goes through here.
+
+The promises, for every writer:
+
+- a file or directory is replaced whole or not at all (temporary sibling, fsync, rename);
+- a user's file is never destroyed or hidden: a path envgen would replace must be what envgen
+  writes there (a directory it made, a regular file), else :class:`~envgen.errors.
+  FilesystemError` before anything is written;
+- an OS error (read-only, disk full, permission, name too long, a file where a folder
+  belongs) becomes a FilesystemError naming the path and the fix, after removing the
+  temporaries;
+- SIGINT/SIGTERM during the commit (the renames) are deferred until it is done
+  (:func:`deferred_signals`), so an interrupt leaves the old state or the new one.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +19,14 @@ import contextlib
 import ctypes
 import os
 import shutil
+import signal
 import tempfile
+import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from envgen.errors import FilesystemError, filesystem_error, note_rollback
 
 _RENAME_EXCHANGE = 2
 
@@ -33,7 +51,7 @@ def exchange(a: Path, b: Path) -> bool:
     return result == 0
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -43,71 +61,245 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def write_file(path: Path, data: bytes, durable: bool = True) -> None:
-    """Write ``path`` whole or not at all: a temp file in the same folder, then a rename.
-    ``durable``: fsync the file and the folder too (records; not needed for caches)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+class _Deferred:
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+
+@contextlib.contextmanager
+def deferred_signals() -> Iterator[_Deferred]:
+    """Hold SIGINT and SIGTERM while the block runs (a commit that must not be torn), then
+    deliver the first one that arrived as the usual exception. In other threads (where Python
+    cannot install handlers) it is a no-op."""
+    state = _Deferred()
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
+
+    def record(signum, _frame):
+        if state.signum is None:
+            state.signum = signum
+
+    saved = {s: signal.signal(s, record) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield state
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+    if state.signum is not None:
+        handler = saved[state.signum]
+        if callable(handler):
+            handler(state.signum, None)  # raises KeyboardInterrupt / errors.Interrupted
+        elif handler == signal.SIG_DFL:
+            raise KeyboardInterrupt
+
+
+def _wrap(exc: OSError, action: str, path: Path, source: str | None) -> FilesystemError:
+    err = filesystem_error(exc, action, path, source=source)
+    err.__cause__ = None
+    return err
+
+
+def check_replaceable_file(path: Path, source: str | None = None) -> None:
+    """``path`` may be (re)written as a file: it is absent or a regular file (or a link to
+    one). A directory, a device or a socket there is refused, not replaced."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise _wrap(exc, "checking", path, source) from None
+    import stat
+
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise FilesystemError(f"{path} is {kind}; envgen writes a file there and never "
+                              "replaces anything else", source=source,
+                              hint="move it away, or choose another output path")
+
+
+def _mkdir_parent(path: Path, source: str | None) -> list[Path]:
+    """Create ``path``'s missing parent folders; the ones created, outermost first."""
+    missing = []
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except FileExistsError as exc:  # a file where a parent folder belongs
+        raise FilesystemError(f"cannot create the folder {path.parent}: a file is in the way "
+                              f"({exc.filename})", hint="move that file away, or choose "
+                              "another output path", source=source) from None
+    except OSError as exc:
+        raise _wrap(exc, "creating the folder", path.parent, source) from None
+    return list(reversed(missing))
+
+
+def _remove_folders(created: list[Path]) -> None:
+    """Undo :func:`_mkdir_parent`: remove the folders it created, if still empty."""
+    for folder in reversed(created):
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
+def _temp_file(path: Path, data: bytes, durable: bool, source: str | None) -> str:
+    """``data`` in a new temporary file beside ``path``; its name."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:200]}.",
+                                   suffix=".tmp")
+    except OSError as exc:
+        raise _wrap(exc, "writing", path, source) from None
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if durable:
                 handle.flush()
                 os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(exc, OSError):
+            raise _wrap(exc, "writing", path, source) from None
+        raise
+    return tmp
+
+
+def write_file(path: Path, data: bytes, durable: bool = True, *,
+               source: str | None = None) -> None:
+    """Write ``path`` whole or not at all: a temp file in the same folder, then a rename.
+    ``durable``: fsync the file and the folder too (records; not needed for caches).
+    ``source``: the option that named the path, for error messages."""
+    write_files({Path(path): data}, durable=durable, source=source)
+
+
+def write_files(files: dict[Path, bytes], durable: bool = True, *,
+                source: str | None = None) -> None:
+    """Write several files as one change: every file is written to a temporary sibling
+    first (where a full disk or a read-only folder shows up, and nothing is replaced yet),
+    then all are renamed into place with signals deferred. A failure or an interrupt before
+    the renames removes the temporaries and leaves every target as it was."""
+    staged: list[tuple[str, Path]] = []
+    created: list[Path] = []
+    try:
+        for path in files:
+            check_replaceable_file(Path(path), source)
+        for path, data in files.items():
+            path = Path(path)
+            created += _mkdir_parent(path, source)
+            staged.append((_temp_file(path, data, durable, source), path))
+        with deferred_signals():
+            for tmp, path in staged:
+                try:
+                    os.replace(tmp, path)
+                except OSError as exc:
+                    raise _wrap(exc, "writing", path, source) from None
+            staged = []
+    except BaseException as exc:
+        for tmp, _ in staged:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        _remove_folders(created)
+        if staged and isinstance(exc, KeyboardInterrupt):
+            note_rollback(exc, "removed the partly written files; nothing was replaced")
         raise
     if durable:
-        fsync_dir(path.parent)
+        for folder in {Path(p).parent for p in files}:
+            with contextlib.suppress(OSError):
+                fsync_dir(folder)
 
 
-def write_dir(target: Path, files: dict[str, str]) -> None:
+def clear_debris(parent: Path, name: str) -> list[Path]:
+    """Remove ``.<name>.tmp-<pid>`` folders left in ``parent`` by envgen runs that died
+    (the pid no longer runs); the paths removed."""
+    removed = []
+    with contextlib.suppress(OSError):
+        for stray in parent.glob(f".{name}.tmp-*"):
+            pid = stray.name.rsplit("-", 1)[-1]
+            if not pid.isdigit() or not alive(int(pid)):
+                shutil.rmtree(stray, ignore_errors=True)
+                removed.append(stray)
+    return removed
+
+
+def write_dir(target: Path, files: dict[str, str], *,
+              owned: Callable[[Path], bool] | None = None, source: str | None = None,
+              on_debris: Callable[[Path], None] | None = None) -> None:
     """Make ``target`` a directory holding exactly ``files`` (name → text), atomically.
 
     The files are written and fsynced in a sibling ``.<name>.tmp-<pid>`` directory, which then
     replaces ``target`` with one rename (an atomic exchange when ``target`` exists). A reader
     sees the old directory or the new one, never a mix; a kill leaves at most a stray
-    temporary directory, removed by the next write. ``ENVGEN_TEST_WRITE_DELAY`` (seconds per
-    file) widens the window for the interruption tests.
+    temporary directory, removed by the next write (``on_debris`` hears of it).
+
+    ``target`` is only replaced when it is a directory that ``owned`` accepts (e.g. it holds
+    an envgen manifest); a file, or a directory of someone else's, is refused before anything
+    is written. ``ENVGEN_TEST_WRITE_DELAY`` (seconds per file) widens the window for the
+    interruption tests.
     """
     target = Path(target)
     parent = target.parent
-    parent.mkdir(parents=True, exist_ok=True)
-    for stray in parent.glob(f".{target.name}.tmp-*"):
-        pid = stray.name.rsplit("-", 1)[-1]
-        if not pid.isdigit() or not _alive(int(pid)):
-            shutil.rmtree(stray, ignore_errors=True)
+    if target.is_symlink() or (target.exists() and not target.is_dir()):
+        raise FilesystemError(f"{target} exists and is not a directory; envgen writes a "
+                              "directory there and never replaces a file",
+                              hint="move it away, or choose another output folder",
+                              source=source)
+    if target.is_dir() and owned is not None and not owned(target):
+        raise FilesystemError(f"{target} exists and was not written by envgen; envgen never "
+                              "replaces a folder it did not make",
+                              hint="move it away, or choose another output folder",
+                              source=source)
+    created = _mkdir_parent(target, source)
+    for stray in clear_debris(parent, target.name):
+        if on_debris:
+            on_debris(stray)
     staging = parent / f".{target.name}.tmp-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
     delay = float(os.environ.get("ENVGEN_TEST_WRITE_DELAY", "0") or 0)
+    committed = False
     try:
-        for name in sorted(files):
-            if "/" in name:  # a file in a subdirectory ("image/base.lock.txt")
-                (staging / name).parent.mkdir(parents=True, exist_ok=True)
-            with open(staging / name, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(files[name])
-                handle.flush()
-                os.fsync(handle.fileno())
-            if delay:
-                time.sleep(delay)
-        fsync_dir(staging)
-        if target.exists() and exchange(staging, target):
-            fsync_dir(parent)
-            shutil.rmtree(staging)  # now the old directory
-        else:
-            if target.exists():
-                old = parent / f".{target.name}.tmp-old-{os.getpid()}"
-                os.rename(target, old)
-                os.rename(staging, target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.rename(staging, target)
-            fsync_dir(parent)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            shutil.rmtree(staging)
+        try:
+            staging.mkdir()
+            for name in sorted(files):
+                if "/" in name:  # a file in a subdirectory ("image/base.lock.txt")
+                    (staging / name).parent.mkdir(parents=True, exist_ok=True)
+                with open(staging / name, "w", encoding="utf-8", newline="\n") as handle:
+                    handle.write(files[name])
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                if delay:
+                    time.sleep(delay)
+            fsync_dir(staging)
+        except OSError as exc:
+            raise _wrap(exc, "writing", target, source) from None
+        with deferred_signals():
+            try:
+                if target.exists() and exchange(staging, target):
+                    committed = True
+                    fsync_dir(parent)
+                    shutil.rmtree(staging)  # now the old directory
+                else:
+                    if target.exists():
+                        old = parent / f".{target.name}.tmp-old-{os.getpid()}"
+                        os.rename(target, old)
+                        os.rename(staging, target)
+                        committed = True
+                        shutil.rmtree(old, ignore_errors=True)
+                    else:
+                        os.rename(staging, target)
+                        committed = True
+                    fsync_dir(parent)
+            except OSError as exc:
+                raise _wrap(exc, "writing", target, source) from None
+    except BaseException as exc:
+        if not committed:
+            with contextlib.suppress(OSError):
+                shutil.rmtree(staging)
+            _remove_folders(created)
+            if isinstance(exc, KeyboardInterrupt):
+                note_rollback(exc, f"removed the partly written {target}; "
+                              + ("the previous one is unchanged" if target.exists()
+                                 else "nothing was written"))
+        elif isinstance(exc, KeyboardInterrupt):
+            note_rollback(exc, f"{target} had been written completely before the interrupt")
         raise

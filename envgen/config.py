@@ -4,6 +4,7 @@
 Recognized keys (all optional)::
 
     matrix-dir = "matrix"          # ENVGEN_MATRIX_DIR
+    data-dir = "~/envgen-data"     # ENVGEN_DATA: refreshed facts and results are written here
     cache-dir = "~/.cache/envgen"  # ENVGEN_CACHE_DIR
     ca-cert = "/etc/ssl/certs/corp.pem"   # ENVGEN_CA_CERT
     out = "locks"                  # where `envgen make` writes
@@ -12,19 +13,29 @@ Recognized keys (all optional)::
     index-url = "https://pypi.mirror.example/simple"         # ENVGEN_INDEX_URL
     extra-index-url = ["https://extra.example/simple"]       # ENVGEN_EXTRA_INDEX_URL
     torch-index-url = "https://torch.mirror.example/whl/cu121"  # ENVGEN_TORCH_INDEX_URL
+    base-image = "registry.example/cuda:12.4.1-devel"        # ENVGEN_BASE_IMAGE
+    registry = "ghcr.io/acme"      # ENVGEN_REGISTRY
+    engine = "buildkit"            # ENVGEN_ENGINE
+    docker-cli = "/usr/bin/docker" # ENVGEN_DOCKER_CLI
     [defaults]                     # default resolver options, e.g.
     os = "ubuntu-22.04"
     python = "3.11"
     gpu-arch = "sm_90"
+
+Every value is checked by type and shape where it is read (:mod:`envgen.validate`); an error
+names where the value came from: ``--flag``, ``ENV_VAR`` or ``<file>:<key>``.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from envgen import validate
 from envgen.errors import UsageError
 
 if sys.version_info >= (3, 11):
@@ -32,11 +43,63 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-KEYS = {"matrix-dir", "cache-dir", "ca-cert", "defaults", "out", "channels", "channel-alias",
-        "index-url", "extra-index-url", "torch-index-url", "base-image", "registry", "engine",
-        "docker-cli"}
+
+def _registry(value: Any, what: str, source: str | None) -> str:
+    from envgen.image.naming import check_registry
+
+    return check_registry(validate.text(value, what, source), source=source or what)
+
+
+def _program(value: Any, what: str, source: str | None) -> str:
+    raw = validate.text(value, what, source)
+    if raw.startswith("-"):
+        raise UsageError(f"{what} {validate.describe(raw)} is not a program path",
+                         hint="give a program name or path, e.g. /usr/bin/docker", source=source)
+    return raw
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One setting: its flag (the argparse attribute), environment variable and check."""
+
+    attr: str | None  # argparse dest; None: config/env only
+    env: str | None
+    check: Callable[[Any, str, str | None], Any]
+    many: bool = False  # a list (flag repeatable; env space-separated)
+    choices: tuple[str, ...] = ()
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[Any, str, str | None], str]:
+    def check(value: Any, what: str, source: str | None) -> str:
+        raw = validate.text(value, what, source)
+        if raw not in choices:
+            raise UsageError(f"{what} {raw!r} is not one of {', '.join(choices)}",
+                             hint=f"use one of: {', '.join(choices)}", source=source)
+        return raw
+    return check
+
+
+SETTINGS: dict[str, Spec] = {
+    "matrix-dir": Spec("matrix_dir", "ENVGEN_MATRIX_DIR", validate.path),
+    "data-dir": Spec("data", "ENVGEN_DATA", validate.path),
+    "cache-dir": Spec("cache_dir", "ENVGEN_CACHE_DIR", validate.path),
+    "ca-cert": Spec("ca_cert", "ENVGEN_CA_CERT", validate.path, many=True),
+    "out": Spec("out", None, validate.path),
+    "channels": Spec("channel", "ENVGEN_CHANNELS", validate.channel, many=True),
+    "channel-alias": Spec("channel_alias", "ENVGEN_CHANNEL_ALIAS", validate.url),
+    "index-url": Spec("index_url", "ENVGEN_INDEX_URL", validate.url),
+    "extra-index-url": Spec("extra_index_url", "ENVGEN_EXTRA_INDEX_URL", validate.url,
+                            many=True),
+    "torch-index-url": Spec("torch_index_url", "ENVGEN_TORCH_INDEX_URL", validate.url),
+    "base-image": Spec("base", "ENVGEN_BASE_IMAGE", validate.image_ref),
+    "registry": Spec("registry", "ENVGEN_REGISTRY", _registry),
+    "engine": Spec("engine", "ENVGEN_ENGINE", _choice(("sdk", "buildkit"))),
+    "docker-cli": Spec("docker_cli", "ENVGEN_DOCKER_CLI", _program),
+}
+KEYS = {*SETTINGS, "defaults"}
 DEFAULT_KEYS = {"os", "python", "cuda", "torch", "framework", "framework-version", "gpu-arch",
                 "driver", "platform", "nccl", "flavor"}
+PATH_KEYS = ("matrix-dir", "data-dir", "cache-dir", "ca-cert", "out")
 
 
 def cache_root() -> Path:
@@ -44,13 +107,13 @@ def cache_root() -> Path:
     $XDG_CACHE_HOME/envgen (~/.cache/envgen). The harvester uses its ``http/`` folder."""
     env = os.environ.get("ENVGEN_CACHE_DIR")
     if env:
-        return Path(env).expanduser()
+        return validate.path(env, "ENVGEN_CACHE_DIR", "ENVGEN_CACHE_DIR")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "envgen"
 
 
 def find_config(start: Path | None = None) -> tuple[Path | None, dict[str, Any]]:
-    """The nearest envgen.toml, or pyproject.toml with a [tool.envgen] table."""
+    """The nearest envgen.toml, or pyproject.toml with a [tool.envgen] table, checked."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
         for name in ("envgen.toml", "pyproject.toml"):
@@ -62,25 +125,94 @@ def find_config(start: Path | None = None) -> tuple[Path | None, dict[str, Any]]
                     doc = tomllib.load(fh)
             except tomllib.TOMLDecodeError as exc:
                 raise UsageError(f"{path} is not valid TOML: {exc}",
-                                 hint="fix the file or remove it") from None
-            table = doc if name == "envgen.toml" else doc.get("tool", {}).get("envgen")
+                                 hint="fix the file or remove it", source=str(path)) from None
+            except UnicodeDecodeError as exc:
+                raise UsageError(f"{path} is not UTF-8 text ({exc.reason})",
+                                 hint="save it as UTF-8", source=str(path)) from None
+            except OSError as exc:
+                raise UsageError(f"cannot read {path}: {exc.strerror or exc}",
+                                 hint="fix its permissions, or remove it",
+                                 source=str(path)) from None
+            table = doc if name == "envgen.toml" else _tool_table(doc, path)
             if table is not None:
-                return path, _check(path, table)
+                return path, check_config(path, table)
     return None, {}
 
 
-def _check(path: Path, table: dict[str, Any]) -> dict[str, Any]:
+def _tool_table(doc: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    tool = doc.get("tool", {})
+    if not isinstance(tool, dict):
+        return None
+    table = tool.get("envgen")
+    if table is not None and not isinstance(table, dict):
+        raise UsageError(f"{path}: tool.envgen must be a table", hint="write [tool.envgen]",
+                         source=f"{path}:tool.envgen")
+    return table
+
+
+def check_config(path: Path, table: dict[str, Any]) -> dict[str, Any]:
+    """Every key known, every value of the right type and shape; relative paths made relative
+    to the config file's folder. Errors name ``<file>:<key>``."""
     unknown = set(table) - KEYS
     if unknown:
         raise UsageError(f"{path}: unknown envgen setting(s): {', '.join(sorted(unknown))}",
-                         hint=f"known settings: {', '.join(sorted(KEYS))}")
-    bad = set(table.get("defaults", {})) - DEFAULT_KEYS
+                         hint=f"known settings: {', '.join(sorted(KEYS))}",
+                         source=f"{path}:{sorted(unknown)[0]}")
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        source = f"{path}:{key}"
+        if key == "defaults":
+            out[key] = _check_defaults(path, value)
+            continue
+        spec = SETTINGS[key]
+        if key in PATH_KEYS:  # relative to the config file, not the working directory
+            values = validate.strings(value, source, source) if spec.many else (
+                validate.text(value, source, source),)
+            value = [str(path.parent / Path(v).expanduser()) for v in values]
+            value = value if spec.many else value[0]
+        out[key] = (tuple(spec.check(v, source, source)
+                          for v in validate.strings(value, source, source))
+                    if spec.many else spec.check(value, source, source))
+    return out
+
+
+def _check_defaults(path: Path, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: defaults must be a table", hint="write [defaults]",
+                         source=f"{path}:defaults")
+    bad = set(value) - DEFAULT_KEYS
     if bad:
         raise UsageError(f"{path}: unknown key(s) in [defaults]: {', '.join(sorted(bad))}",
-                         hint=f"known: {', '.join(sorted(DEFAULT_KEYS))}")
-    base = path.parent
-    out = dict(table)
-    for key in ("matrix-dir", "cache-dir", "ca-cert", "out"):
-        if key in out:
-            out[key] = str((base / Path(out[key]).expanduser()).resolve())
+                         hint=f"known: {', '.join(sorted(DEFAULT_KEYS))}",
+                         source=f"{path}:defaults.{sorted(bad)[0]}")
+    out = {}
+    for key, item in value.items():
+        source = f"{path}:defaults.{key}"
+        if not isinstance(item, str):
+            raise UsageError(f"{source} must be a string, not {type(item).__name__} ({item!r})",
+                             hint=f'quote the value: {key} = "…" (TOML reads an unquoted 3.10 as '
+                             'the number 3.1)', source=source)
+        out[key] = validate.text(item, source, source)
     return out
+
+
+def setting(name: str, flag_value: Any, config: dict[str, Any], config_path: Path | None,
+            environ: dict[str, str] | None = None) -> tuple[Any, str | None]:
+    """(checked value, where it came from) of setting ``name``: the flag's value, then the
+    config file's, then the environment variable's; ``(None, None)`` when none is set."""
+    spec = SETTINGS[name]
+    env = os.environ if environ is None else environ
+    flag = f"--{spec.attr.replace('_', '-')}" if spec.attr else None
+    if flag_value is not None and flag_value != [] and flag:
+        if spec.many:
+            values = flag_value if isinstance(flag_value, (list, tuple)) else [flag_value]
+            return tuple(spec.check(v, flag, flag) for v in values), flag
+        return spec.check(flag_value, flag, flag), flag
+    if name in config:
+        return config[name], f"{config_path}:{name}"
+    if spec.env and env.get(spec.env, "").strip():
+        raw = env[spec.env]
+        if spec.many:
+            return tuple(spec.check(v, spec.env, spec.env) for v in raw.split()), spec.env
+        return spec.check(raw, spec.env, spec.env), spec.env
+    return None, None

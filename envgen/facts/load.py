@@ -16,6 +16,7 @@ from packaging.version import InvalidVersion
 
 from envgen.errors import DataError
 from envgen.facts.derive import apply_curated_torch, attach_drivers
+from envgen.facts.locate import harvested_dir
 from envgen.facts.model import (
     CudaRule,
     CudaToolkit,
@@ -75,13 +76,21 @@ def _read_json(path: Path, key: str, problems: _Problems) -> tuple[list[dict], d
     except FileNotFoundError:
         problems.add(f"harvested/{path.name}", f"file is missing (create it with `{REGENERATE}`)")
         return [], {}
-    except json.JSONDecodeError as exc:
+    except ValueError as exc:  # bad JSON, or bytes that are not UTF-8
         problems.add(f"harvested/{path.name}", f"not valid JSON: {exc}")
+        return [], {}
+    except OSError as exc:
+        problems.add(f"harvested/{path.name}", f"cannot be read: {exc.strerror or exc}")
+        return [], {}
+    if not isinstance(data, dict):
+        problems.add(f"harvested/{path.name}", f"is a JSON {type(data).__name__}, expected an "
+                     f"object with schema 1 and a '{key}' list")
         return [], {}
     if data.get("schema") != 1 or not isinstance(data.get(key), list):
         problems.add(f"harvested/{path.name}", f"expected schema 1 with a '{key}' list")
         return [], {}
-    return data[key], data.get("generated", {})
+    generated = data.get("generated", {})
+    return data[key], generated if isinstance(generated, dict) else {}
 
 
 def _source(raw: Any) -> Source | None:
@@ -308,17 +317,21 @@ def _toolchain(doc: dict, problems: _Problems) -> Toolchain | None:
 _CACHE: dict[tuple, Facts] = {}
 
 
-def load_facts(matrix_dir: str | Path) -> Facts:
-    """Load and validate every file in ``matrix_dir``; raise DataError listing all problems."""
+def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Facts:
+    """Load and validate every file in ``matrix_dir``; raise DataError listing all problems.
+    With ``data_dir``, harvested facts come from its harvested/ when that snapshot is newer
+    (:func:`envgen.facts.locate.harvested_dir`)."""
     matrix_dir = Path(matrix_dir)
-    files = sorted([*matrix_dir.glob("harvested/*.json"), *matrix_dir.glob("curated/*.toml")])
-    stamp = (str(matrix_dir.resolve()), tuple((str(f), f.stat().st_mtime_ns) for f in files))
+    harvested = harvested_dir(matrix_dir, Path(data_dir) if data_dir else None)
+    files = sorted([*harvested.glob("*.json"), *matrix_dir.glob("curated/*.toml")])
+    stamp = (str(matrix_dir.resolve()), str(harvested.resolve()),
+             tuple((str(f), f.stat().st_mtime_ns) for f in files))
     if stamp in _CACHE:
         return _CACHE[stamp]
     problems = _Problems()
-    torch_rows, generated = _read_json(matrix_dir / "harvested" / "torch.json", "builds", problems)
-    fw_rows, _ = _read_json(matrix_dir / "harvested" / "frameworks.json", "releases", problems)
-    cuda_rows, _ = _read_json(matrix_dir / "harvested" / "cuda.json", "toolkits", problems)
+    torch_rows, generated = _read_json(harvested / "torch.json", "builds", problems)
+    fw_rows, _ = _read_json(harvested / "frameworks.json", "releases", problems)
+    cuda_rows, _ = _read_json(harvested / "cuda.json", "toolkits", problems)
     curated = matrix_dir / "curated"
     os_doc = _read_toml(curated / "os.toml", problems)
     cuda_doc = _read_toml(curated / "cuda.toml", problems)

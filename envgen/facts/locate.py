@@ -1,25 +1,51 @@
-"""Where the matrix/ data directory is.
+"""Where the matrix/ data is read from, and where new data is written.
 
-Order: an explicit path (``--matrix-dir``), ``$ENVGEN_MATRIX_DIR``, the ``matrix/`` of the
-source checkout this package runs from, then the copy packaged inside the wheel.
+Two directories:
+
+- the **matrix** (read): ``--matrix-dir``, config ``matrix-dir``, ``$ENVGEN_MATRIX_DIR``, the
+  ``matrix/`` of the source checkout this package runs from, then the copy inside the wheel;
+- the **data directory** (written: refreshed facts in ``harvested/``, result records in
+  ``results/``): ``--data``, config ``data-dir``, ``$ENVGEN_DATA``; by default the matrix
+  itself when it is a checkout's or one the user named, else the platform's user data
+  directory (``~/.local/share/envgen``). The installed package is never written.
+
+When the data directory holds a harvested snapshot, the newer of it and the matrix's own
+(by its ``generated`` date; the data directory's on a tie) is the one facts come from.
 """
 
 from __future__ import annotations
 
-import os
+import json
 from pathlib import Path
 
-from envgen.errors import DataError
+from envgen.errors import DataError, FilesystemError
 
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
-def find_matrix_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
+def package_dir() -> Path:
+    """The installed envgen package (never written to)."""
+    return _PACKAGE
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    try:
+        path.resolve().relative_to(folder.resolve())
+    except ValueError:
+        return False
+    return True
+
+
+def find_matrix_dir(explicit: str | Path | None = None, source: str | None = None) -> Path:
+    """The matrix to read; ``explicit`` (from ``source``: a flag, config key or env var)
+    first, else the checkout's matrix/, else the wheel's copy."""
+    import os
+
     candidates: list[tuple[str, Path]] = []
+    if not explicit and os.environ.get("ENVGEN_MATRIX_DIR", "").strip():
+        explicit, source = os.environ["ENVGEN_MATRIX_DIR"], "ENVGEN_MATRIX_DIR"
     if explicit:
-        candidates.append(("--matrix-dir", Path(explicit)))
-    elif os.environ.get("ENVGEN_MATRIX_DIR"):
-        candidates.append(("ENVGEN_MATRIX_DIR", Path(os.environ["ENVGEN_MATRIX_DIR"])))
+        candidates.append((source or "--matrix-dir", Path(explicit)))
     else:
         candidates.append(("source checkout", _PACKAGE.parent / "matrix"))
         candidates.append(("installed package", _PACKAGE / "_matrix"))
@@ -27,8 +53,56 @@ def find_matrix_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
         if (path / "curated").is_dir():
             return path
     origin, path = candidates[0]
+    problem = "is not a directory" if path.exists() and not path.is_dir() else (
+        "holds no curated/ folder" if path.is_dir() else "does not exist")
     raise DataError(
-        f"no matrix data at {path} (from {origin})",
+        f"no matrix data at {path} (from {origin}): it {problem}",
         hint="point --matrix-dir or ENVGEN_MATRIX_DIR at a directory holding curated/ and "
-        "harvested/, e.g. the matrix/ folder of an envgen checkout",
-    )
+        "harvested/, e.g. the matrix/ folder of an envgen checkout", source=source)
+
+
+def default_data_dir(matrix_dir: Path) -> Path:
+    """The matrix itself unless it is inside the installed package; then the user data dir."""
+    if not _inside(matrix_dir, _PACKAGE):
+        return matrix_dir
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("envgen", appauthor=False))
+
+
+def check_data_dir(data_dir: Path, source: str | None = None) -> Path:
+    """``data_dir`` may be written: not inside the installed package, not a file."""
+    if _inside(data_dir, _PACKAGE):
+        raise FilesystemError(
+            f"{data_dir} is inside the installed envgen package; envgen never writes there "
+            "(a reinstall would lose it, and a broken write would break the tool)",
+            hint="write refreshed data elsewhere: --data DIR or ENVGEN_DATA (default: "
+            "~/.local/share/envgen)", source=source)
+    if data_dir.exists() and not data_dir.is_dir():
+        raise FilesystemError(f"the data directory {data_dir} is a file",
+                              hint="point --data / ENVGEN_DATA at a directory", source=source)
+    return data_dir
+
+
+def _generated_date(harvested: Path) -> str | None:
+    try:
+        doc = json.loads((harvested / "torch.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    gen = doc.get("generated") if isinstance(doc, dict) else None
+    return str(gen.get("date")) if isinstance(gen, dict) and gen.get("date") else None
+
+
+def harvested_dir(matrix_dir: Path, data_dir: Path | None) -> Path:
+    """The harvested/ folder facts are read from (see the module docstring)."""
+    shipped = Path(matrix_dir) / "harvested"
+    if data_dir is None or Path(data_dir).resolve() == Path(matrix_dir).resolve():
+        return shipped
+    refreshed = Path(data_dir) / "harvested"
+    if not all((refreshed / f).is_file() for f in ("torch.json", "frameworks.json",
+                                                   "cuda.json")):
+        return shipped
+    mine, theirs = _generated_date(refreshed), _generated_date(shipped)
+    if theirs and mine and theirs > mine:
+        return shipped
+    return refreshed

@@ -6,7 +6,9 @@ Two kinds of entries:
   ``Last-Modified`` so an online run revalidates them (a 304 costs a few hundred bytes).
 * ``blobs/`` — facts extracted from files (a wheel's METADATA, a member of a wheel, an sdist's
   requirements), keyed by the file's sha256 and the member name. Files addressed by sha256 are
-  immutable, so these never expire.
+  immutable, so these never expire. A blob is written only after the bytes it was read from
+  passed the checks that apply to them (:mod:`envgen.harvest.integrity`) and records how they
+  were checked (``verified``); bytes that do not match the index's sha256 leave nothing here.
 
 Every write goes to a temporary file in the same directory and is renamed into place, so a
 killed run leaves either the old entry or the new one, never half of one.
@@ -71,6 +73,17 @@ class Cache:
             return self._blob_path(file_key, member).read_bytes()
         except FileNotFoundError:
             return None
+
+    def get_json(self, file_key: str, member: str, keys: tuple[str, ...]) -> dict | None:
+        """A JSON blob holding ``keys``; an unreadable or incomplete entry reads as a miss."""
+        raw = self.get_blob(file_key, member)
+        if raw is None:
+            return None
+        try:
+            entry = json.loads(raw)
+        except ValueError:
+            return None
+        return entry if isinstance(entry, dict) and all(k in entry for k in keys) else None
 
     def put_blob(self, file_key: str, member: str, data: bytes) -> None:
         atomic_write(self._blob_path(file_key, member), data)

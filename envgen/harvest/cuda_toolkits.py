@@ -1,12 +1,15 @@
 """CUDA toolkits from NVIDIA's nvcc wheels: max host gcc and the sm architectures of ptxas.
 
 One record per CUDA ``major.minor``, from the newest final patch release. Only two members are
-read, by Range requests: ``…/crt/host_config.h`` (``#if __GNUC__ > N`` → max gcc N) and
-``…/bin/ptxas`` (its ``compute_NN[a|f]`` table → ``sm_NN[a|f]``; ptxas also carries legacy
-``sm_11``/``sm_20`` message strings, so ``sm_*`` strings are not used). Members are found by
-suffix: CUDA 12 wheels use ``nvidia/cuda_nvcc/``, CUDA 13 wheels ``nvidia/cu13/``. CUDA 13
-moved ``host_config.h`` into a companion project (``host_config_project`` in sources.toml,
-same version). The derived facts are cached by the wheel's sha256.
+read (from the whole wheel, downloaded and checked against its sha256, when it is below
+``[refresh] max_whole_download_mb``; else by Range requests): ``…/crt/host_config.h``
+(``#if __GNUC__ > N`` → max gcc N) and ``…/bin/ptxas`` (its ``compute_NN[a|f]`` table →
+``sm_NN[a|f]``; ptxas also carries legacy ``sm_11``/``sm_20`` message strings, so ``sm_*``
+strings are not used). Members are found by suffix: CUDA 12 wheels use ``nvidia/cuda_nvcc/``,
+CUDA 13 wheels ``nvidia/cu13/``. CUDA 13 moved ``host_config.h`` into a companion project
+(``host_config_project`` in sources.toml, same version). The derived facts are cached by the
+wheel's sha256, with how the bytes were checked; a record's ``verified`` is the weaker of its
+nvcc wheel's and its companion's.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from packaging.version import Version
 from envgen.errors import HarvestError
 from envgen.harvest.cache import file_key
 from envgen.harvest.fetcher import Fetcher
+from envgen.harvest.integrity import weakest
 from envgen.harvest.remote_zip import read_members
 from envgen.harvest.simple_index import FileLink
 from envgen.harvest.tags import WheelInfo, is_final, parse_wheel
@@ -32,6 +36,7 @@ _GNUC = re.compile(rb"#\s*if\s+__GNUC__\s*>\s*(\d+)")
 # No leading \b: ptxas's string table can glue an entry to the previous string with no NUL
 # between them (13.0.88 has b"...malloccompute_75\x00compute_80"), which \b would miss.
 _COMPUTE = re.compile(rb"compute_(\d{2,3})([af]?)(?![0-9A-Za-z_])")
+CACHE_MEMBER = "nvcc-facts-v3.json"  # v3: written after the bytes were checked, with "verified"
 
 
 def max_gcc(host_config: bytes) -> int | None:
@@ -45,21 +50,28 @@ def archs(ptxas: bytes) -> list[str]:
 
 
 def wheel_facts(fetch: Fetcher, link: FileLink) -> dict[str, Any]:
-    """``{"max_gcc": int|None, "archs": [..]|None}`` of one wheel (cached by sha256)."""
+    """``{"max_gcc": int|None, "archs": [..]|None, "verified": level}`` of one wheel (cached by
+    sha256)."""
     key = file_key(link.sha256, link.url)
-    cached = fetch.cache.get_blob(key, "nvcc-facts-v2.json")
+    cached = fetch.cache.get_json(key, CACHE_MEMBER, ("max_gcc", "archs", "verified"))
     if cached is not None:
-        return json.loads(cached)
+        return cached
     if fetch.cache.offline or fetch.http is None:
         raise fetch.cache.offline_miss(link.url)
-    members = read_members(fetch.http, link.url, lambda n: n.endswith((HOST_CONFIG, PTXAS)))
-    facts: dict[str, Any] = {"max_gcc": None, "archs": None}
+    members, verified = read_members(
+        fetch.http,
+        link.url,
+        lambda n: n.endswith((HOST_CONFIG, PTXAS)),
+        sha256=link.sha256,
+        whole_limit=fetch.whole_limit,
+    )
+    facts: dict[str, Any] = {"max_gcc": None, "archs": None, "verified": verified}
     for name, data in members.items():
         if name.endswith(HOST_CONFIG):
             facts["max_gcc"] = max_gcc(data)
         else:
             facts["archs"] = archs(data) or None
-    fetch.cache.put_blob(key, "nvcc-facts-v2.json", json.dumps(facts).encode())
+    fetch.cache.put_blob(key, CACHE_MEMBER, json.dumps(facts).encode())
     return facts
 
 
@@ -86,14 +98,15 @@ def _read_one(
     )
     link, wheel = mine[0]
     facts = wheel_facts(fetch, link)
-    gcc = facts["max_gcc"]
+    gcc, verified = facts["max_gcc"], facts["verified"]
     if gcc is None:
         others = sorted(
             (w for w in companions if w[1].version == version and w[1].arch == wheel.arch),
             key=lambda w: w[0].filename,
         )
         if others:
-            gcc = wheel_facts(fetch, others[0][0])["max_gcc"]
+            companion = wheel_facts(fetch, others[0][0])
+            gcc, verified = companion["max_gcc"], weakest(verified, companion["verified"])
     if gcc is None or not facts["archs"]:
         raise HarvestError(
             f"{link.url}: no crt/host_config.h gcc limit or no ptxas compute_ table",
@@ -106,7 +119,7 @@ def _read_one(
         "max_gcc": gcc,
         "archs": facts["archs"],
         "platforms": sorted({w.platform for _, w in mine}),
-        "source": fetch.source(link, index),
+        "source": fetch.source(link, index, verified),
     }
 
 

@@ -1,7 +1,8 @@
 """Compare two harvested snapshots record by record (the ``generated`` block is ignored).
 
 Records are matched by an identity per file (torch: index, version, local, platform, wheel tag,
-first Python; frameworks: framework, version; cuda: cuda). ``retrieved`` dates never count as a
+first Python; frameworks: framework, version; cuda: cuda). Provenance that is not a fact, the
+``retrieved`` dates and the ``verified`` levels of ``source``/``sources``, never counts as a
 change. The result is JSON-able; :func:`render_text` makes the compact human form.
 """
 
@@ -24,12 +25,16 @@ def identity(file: str, record: dict[str, Any]) -> str:
     return f"cuda {record['cuda']}"
 
 
+PROVENANCE = ("retrieved", "verified")  # keys of a source that are not facts
+
+
 def comparable(record: dict[str, Any]) -> dict[str, Any]:
-    """The record without ``retrieved`` dates."""
+    """The record without ``retrieved`` dates and ``verified`` levels."""
     clean = copy.deepcopy(record)
     for source in [clean.get("source"), *(clean.get("sources") or [])]:
         if isinstance(source, dict):
-            source.pop("retrieved", None)
+            for key in PROVENANCE:
+                source.pop(key, None)
     return clean
 
 

@@ -1,4 +1,6 @@
-"""What every harvester step shares: HTTP, cache, worker pool, progress, today's date."""
+"""What every harvester step shares: HTTP, cache, worker pool, progress, today's date, and the
+size up to which a wheel is downloaded whole (and checked against its sha256) rather than read
+by Range (``[refresh] max_whole_download_mb`` in sources.toml)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ class Fetcher:
     progress: Callable[[str], None]
     aliases: Mapping[str, str]
     today: str
+    whole_limit: int  # bytes
 
     def map(self, label: str, func: Callable[[T], R], items: Iterable[T]) -> list[R]:
         """``func`` over ``items`` on the pool; results in input order whatever the completion
@@ -44,11 +47,14 @@ class Fetcher:
             raise
         return results
 
-    def source(self, link: FileLink, index: str) -> dict[str, Any]:
+    def source(self, link: FileLink, index: str, verified: str) -> dict[str, Any]:
+        """A record's provenance; ``verified``: how the bytes read were checked
+        (:mod:`envgen.harvest.integrity`)."""
         return {
             "url": link.url,
             "sha256": link.sha256,
             "uploaded": link.uploaded,
             "retrieved": self.today,
             "index": index,
+            "verified": verified,
         }

@@ -85,13 +85,14 @@ def _read(
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
     if chosen is not None:
         link, wheel = chosen
-        meta, how = wheel_metadata(fetch.http, fetch.cache, link)
+        meta, how, verified = wheel_metadata(fetch.http, fetch.cache, link, fetch.whole_limit)
         lines, requires_python = meta.requires_dist, meta.requires_python
         python, arch = (wheel.pythons[0] if wheel.pythons else here), wheel.arch or "x86_64"
     else:
         link = sorted(files["sdists"], key=lambda s: s[0].filename)[0][0]
         sdist = read_sdist(fetch.http, fetch.cache, link)
         lines, requires_python, how = sdist.requires, sdist.requires_python, sdist.metadata_from
+        verified = sdist.verified
         python, arch = here, "x86_64"
     binaries = [w for _, w in files["wheels"] if w.arch]
     pythons = sorted({p for w in binaries for p in w.pythons}, key=python_key)
@@ -103,7 +104,7 @@ def _read(
         "wheel_python": pythons or None,
         "wheel_glibc": glibc_max([w.glibc for w in binaries if w.glibc]),
         "metadata_from": how,
-        "source": fetch.source(link, index),
+        "source": fetch.source(link, index, verified),
     }
 
 

@@ -2,8 +2,13 @@
 
 Order for a wheel: the cache (keyed by the wheel's sha256) → PEP 658 ``<url>.metadata`` (tried
 even when the page does not advertise it, since PyPI's HTML pages here omit the attribute but
-usually serve the file) → on 404, ``*.dist-info/METADATA`` read out of the wheel with HTTP
-Range requests (:mod:`envgen.harvest.remote_zip`).
+usually serve the file) → on 404, ``*.dist-info/METADATA`` read out of the wheel
+(:mod:`envgen.harvest.remote_zip`: the whole wheel when it is small enough, else by Range).
+
+The ``.metadata`` bytes are checked against the sha256 the index states for them
+(``data-core-metadata="sha256=…"`` / ``"core-metadata": {"sha256": …}``) when it states one;
+a wheel's bytes against the wheel's sha256 (see :mod:`envgen.harvest.integrity` for the
+``verified`` levels). Only checked facts are cached, with their level.
 """
 
 from __future__ import annotations
@@ -16,10 +21,15 @@ from dataclasses import dataclass
 from packaging.requirements import InvalidRequirement, Requirement
 
 from envgen.errors import HarvestError
+from envgen.harvest import integrity
 from envgen.harvest.cache import Cache, file_key
 from envgen.harvest.http import Http
 from envgen.harvest.remote_zip import read_members
 from envgen.harvest.simple_index import FileLink
+
+# v2: entries carry "verified" and are written only after the bytes were checked (entries of
+# older envgen versions were not, so they are not read).
+CACHE_MEMBER = "METADATA.v2.json"
 
 
 @dataclass(frozen=True)
@@ -78,25 +88,31 @@ def wheel_environment(python: str, arch: str) -> dict[str, str]:
     }
 
 
-def wheel_metadata(http: Http | None, cache: Cache, link: FileLink) -> tuple[CoreMetadata, str]:
-    """``(metadata, how)`` of a wheel; ``how`` is ``"pep658"`` or ``"wheel"``."""
+def wheel_metadata(
+    http: Http | None, cache: Cache, link: FileLink, whole_limit: int = 0
+) -> tuple[CoreMetadata, str, str]:
+    """``(metadata, how, verified)`` of a wheel; ``how`` is ``"pep658"`` or ``"wheel"``,
+    ``verified`` one of :data:`envgen.harvest.integrity.LEVELS`."""
     key = file_key(link.sha256, link.url)
-    cached = cache.get_blob(key, "METADATA.json")
-    if cached is not None:
-        entry = json.loads(cached)
-        return parse_metadata(entry["text"], link.url), entry["from"]
+    entry = cache.get_json(key, CACHE_MEMBER, ("from", "text", "verified"))
+    if entry is not None:
+        return parse_metadata(entry["text"], link.url), entry["from"], entry["verified"]
     if cache.offline or http is None:
         raise cache.offline_miss(link.url + ".metadata")
     response = http.get(link.url + ".metadata")
     if response is not None:
-        text, how, where = (
-            response.content.decode("utf-8", "replace"),
-            "pep658",
-            link.url + ".metadata",
-        )
+        where = link.url + ".metadata"
+        verified = integrity.check(where, link.core_metadata_sha256, response.content)
+        if verified == integrity.SHA256:
+            verified = integrity.METADATA_SHA256
+        text, how = response.content.decode("utf-8", "replace"), "pep658"
     else:
-        members = read_members(
-            http, link.url, lambda n: n.endswith(".dist-info/METADATA") and n.count("/") == 1
+        members, verified = read_members(
+            http,
+            link.url,
+            lambda n: n.endswith(".dist-info/METADATA") and n.count("/") == 1,
+            sha256=link.sha256,
+            whole_limit=whole_limit,
         )
         if not members:
             raise HarvestError(f"{link.url}: wheel has no .dist-info/METADATA")
@@ -106,5 +122,6 @@ def wheel_metadata(http: Http | None, cache: Cache, link: FileLink) -> tuple[Cor
             link.url,
         )
     metadata = parse_metadata(text, where)  # validate before caching
-    cache.put_blob(key, "METADATA.json", json.dumps({"from": how, "text": text}).encode())
-    return metadata, how
+    entry = {"from": how, "text": text, "verified": verified}
+    cache.put_blob(key, CACHE_MEMBER, json.dumps(entry).encode())
+    return metadata, how, verified

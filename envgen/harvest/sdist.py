@@ -1,26 +1,33 @@
 """Requirements of an sdist-only release (DeepSpeed, Colossal-AI ship no wheels on PyPI).
 
-The tar.gz is streamed and reading stops as soon as the best available source is found:
-``PKG-INFO`` with ``Requires-Dist`` → ``*.egg-info/requires.txt`` (its unconditional part) →
+The tar.gz is streamed; the best available source is taken: ``PKG-INFO`` with
+``Requires-Dist`` → ``*.egg-info/requires.txt`` (its unconditional part) →
 ``requirements/requirements.txt`` → ``requirements.txt``. Which one was used is recorded in
-``metadata_from``. The result is cached by the sdist's sha256.
+``metadata_from``. The stream is read to its end even after those members were found (sdists
+are small) so that every byte is hashed and checked against the index's sha256 before
+anything read from it is used or cached (``verified: "sha256"``, or ``"none"`` when the index
+states no hash). The result is cached by the sdist's sha256.
 """
 
 from __future__ import annotations
 
 import json
 import tarfile
+import zlib
 from dataclasses import dataclass
 
 import requests
+import urllib3
 
 from envgen.errors import HarvestError, NetworkError
+from envgen.harvest import integrity
 from envgen.harvest.cache import Cache, file_key
 from envgen.harvest.http import NETWORK_HINT, Http
 from envgen.harvest.metadata import parse_metadata
 from envgen.harvest.simple_index import FileLink
 
 PRIORITY = ("sdist:PKG-INFO", "sdist:requires.txt", "sdist:requirements.txt")
+CACHE_MEMBER = "sdist-requirements.v2.json"  # v2: checked against the sha256, with "verified"
 
 
 @dataclass(frozen=True)
@@ -28,6 +35,7 @@ class SdistRequirements:
     metadata_from: str
     requires_python: str | None
     requires: tuple[str, ...]
+    verified: str = integrity.NONE
 
 
 def requires_txt_lines(text: str) -> list[str]:
@@ -75,59 +83,82 @@ def _scan(stream, url: str) -> dict[str, str]:
                 continue
             handle = archive.extractfile(member)
             found[kind] = handle.read().decode("utf-8", "replace") if handle else ""
-            pkg = found.get("PKG-INFO")
-            if pkg is not None and ("\nRequires-Dist:" in pkg or "requires.txt" in found):
-                break  # the best source available is in hand
     return found
 
 
-def read_sdist(http: Http | None, cache: Cache, link: FileLink) -> SdistRequirements:
-    key = file_key(link.sha256, link.url)
-    cached = cache.get_blob(key, "sdist-requirements.json")
-    if cached is not None:
-        entry = json.loads(cached)
-        return SdistRequirements(entry["from"], entry["requires_python"], tuple(entry["requires"]))
-    if cache.offline or http is None:
-        raise cache.offline_miss(link.url)
+_READ_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
+
+
+def _download(http: Http, link: FileLink) -> tuple[dict[str, str], str]:
+    """The wanted members of the sdist and its ``verified`` level; the whole stream is hashed
+    and checked before anything is returned."""
     response = http.get(link.url, stream=True)
     if response is None:
         raise HarvestError(
             f"{link.url}: 404 Not Found", hint="the index lists a file it does not serve"
         )
+    stream = integrity.HashingReader(response.raw)
+    broken: BaseException | None = None
     try:
         response.raw.decode_content = False
-        found = _scan(response.raw, link.url)
-    except (tarfile.TarError, EOFError, OSError, requests.RequestException) as exc:
+        try:
+            found = _scan(stream, link.url)
+        except (tarfile.TarError, EOFError, zlib.error) as exc:
+            found, broken = {}, exc  # maybe other bytes than listed: the hash tells
+        stream.drain()  # what tarfile left unread (padding, trailing blocks) is hashed too
+    except _READ_ERRORS as exc:
         raise NetworkError(
             f"{link.url}: could not read the sdist ({type(exc).__name__}: {exc})", hint=NETWORK_HINT
         ) from exc
     finally:
         response.close()
+    verified = stream.check(link.url, link.sha256)
+    if broken is not None:
+        raise HarvestError(
+            f"{link.url}: not a readable tar.gz sdist ({type(broken).__name__}: {broken})",
+            hint="the index serves a broken file; report it to the project or the index",
+        ) from broken
+    return found, verified
+
+
+def read_sdist(http: Http | None, cache: Cache, link: FileLink) -> SdistRequirements:
+    key = file_key(link.sha256, link.url)
+    entry = cache.get_json(key, CACHE_MEMBER, ("from", "requires_python", "requires", "verified"))
+    if entry is not None:
+        return SdistRequirements(
+            entry["from"], entry["requires_python"], tuple(entry["requires"]), entry["verified"]
+        )
+    if cache.offline or http is None:
+        raise cache.offline_miss(link.url)
+    found, verified = _download(http, link)
     requires_python = link.requires_python
     if "PKG-INFO" not in found:
         raise HarvestError(f"{link.url}: sdist has no PKG-INFO")
     meta = parse_metadata(found["PKG-INFO"], link.url + "!PKG-INFO")
     requires_python = meta.requires_python or requires_python
     if meta.requires_dist:
-        result = SdistRequirements("sdist:PKG-INFO", requires_python, meta.requires_dist)
+        result = SdistRequirements("sdist:PKG-INFO", requires_python, meta.requires_dist, verified)
     elif "requires.txt" in found:
         lines = requires_txt_lines(found["requires.txt"])
-        result = SdistRequirements("sdist:requires.txt", requires_python, tuple(lines))
+        result = SdistRequirements("sdist:requires.txt", requires_python, tuple(lines), verified)
     else:
         text = found.get("requirements/requirements.txt", found.get("requirements.txt"))
         if text is None:
-            result = SdistRequirements("sdist:PKG-INFO", requires_python, ())
+            result = SdistRequirements("sdist:PKG-INFO", requires_python, (), verified)
         else:
             lines = requirements_txt_lines(text)
-            result = SdistRequirements("sdist:requirements.txt", requires_python, tuple(lines))
+            result = SdistRequirements(
+                "sdist:requirements.txt", requires_python, tuple(lines), verified
+            )
     cache.put_blob(
         key,
-        "sdist-requirements.json",
+        CACHE_MEMBER,
         json.dumps(
             {
                 "from": result.metadata_from,
                 "requires_python": result.requires_python,
                 "requires": list(result.requires),
+                "verified": result.verified,
             }
         ).encode(),
     )

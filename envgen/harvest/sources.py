@@ -1,5 +1,6 @@
-"""``matrix/sources.toml`` (what to harvest, from where) and the manylinux aliases of
-``matrix/curated/policy.toml``; selecting indexes from ``--index`` / ``--all-indexes``."""
+"""``matrix/sources.toml`` (what to harvest, from where, and the ``[refresh]`` safety limits) and
+the manylinux aliases of ``matrix/curated/policy.toml``; selecting indexes from ``--index`` /
+``--all-indexes``."""
 
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ class Sources:
     torch: dict[str, Any] = field(default_factory=dict)
     frameworks: tuple[dict[str, Any], ...] = ()
     cuda_toolkits: tuple[dict[str, Any], ...] = ()
+    refresh: dict[str, Any] = field(default_factory=dict)  # raw [refresh]; see refresh_policy
+    path: Path | None = None  # the sources.toml read
 
     def all_projects(self) -> tuple[str, ...]:
         names = [self.torch["project"]] if self.torch else []
@@ -66,6 +69,8 @@ def load_sources(matrix_dir: Path) -> Sources:
             torch=dict(doc.get("torch", {})),
             frameworks=tuple(doc.get("frameworks", ())),
             cuda_toolkits=tuple(doc.get("cuda_toolkits", ())),
+            refresh=dict(doc.get("refresh", {})),
+            path=path,
         )
     except (KeyError, TypeError) as exc:
         raise DataError(
@@ -75,6 +80,47 @@ def load_sources(matrix_dir: Path) -> Sources:
     if len(set(names)) != len(names):
         raise DataError(f"{path}: duplicate index names", hint="give every [[index]] its own name")
     return sources
+
+
+@dataclass(frozen=True)
+class RefreshPolicy:
+    """``[refresh]`` of sources.toml: the limits that keep a bad index answer out of matrix/."""
+
+    max_removed_share: float  # of a harvested file's records from the harvested indexes
+    max_whole_download_mb: float  # wheels up to this size are downloaded whole and hashed
+
+    @property
+    def whole_limit(self) -> int:
+        return int(self.max_whole_download_mb * 1024 * 1024)
+
+
+REFRESH_EXAMPLE = "[refresh] with max_removed_share = 0.05 and max_whole_download_mb = 64"
+
+
+def refresh_policy(sources: Sources) -> RefreshPolicy:
+    """The validated ``[refresh]`` table (only ``envgen matrix update`` needs it)."""
+    where = str(sources.path or "matrix/sources.toml")
+    values = {}
+    for key, low, high in (("max_removed_share", 0.0, 1.0), ("max_whole_download_mb", 0.0, None)):
+        value = sources.refresh.get(key)
+        source = f"{where}:refresh.{key}"
+        if value is None:
+            raise DataError(
+                f"{where} has no [refresh] {key}",
+                hint=f"add {REFRESH_EXAMPLE} (see matrix/README.md)",
+                source=source,
+            )
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+            low <= value and (high is None or value <= high)
+        ):
+            bounds = f"between {low:g} and {high:g}" if high is not None else f">= {low:g}"
+            raise DataError(
+                f"{where}: [refresh] {key} = {value!r} is not a number {bounds}",
+                hint=f"use e.g. {REFRESH_EXAMPLE} (see matrix/README.md)",
+                source=source,
+            )
+        values[key] = float(value)
+    return RefreshPolicy(**values)
 
 
 def load_manylinux_aliases(matrix_dir: Path) -> dict[str, str]:
@@ -101,13 +147,15 @@ def select_indexes(
                 raise UsageError(
                     f"unknown index {name!r}",
                     hint=f"known: {', '.join(sorted(by_name))}; or pass NAME=URL for a mirror",
+                    source="--index",
                 )
             chosen[name] = by_name[name]
             continue
         parsed = urlparse(url)
         if not name or parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise UsageError(
-                f"bad --index {item!r}", hint="use NAME=URL, e.g. pypi=https://mirror/simple/"
+                f"bad --index {item!r}", hint="use NAME=URL, e.g. pypi=https://mirror/simple/",
+                source="--index",
             )
         if name in by_name:
             base = by_name[name]

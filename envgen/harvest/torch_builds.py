@@ -108,11 +108,11 @@ def harvest_torch(
     wheels = select_wheels(links, cfg, fetch.aliases)
     metas = fetch.map(
         f"{cfg['project']} ({index}): metadata files",
-        lambda item: wheel_metadata(fetch.http, fetch.cache, item[0]),
+        lambda item: wheel_metadata(fetch.http, fetch.cache, item[0], fetch.whole_limit),
         wheels,
     )
     groups: dict[str, dict[str, Any]] = {}
-    for (link, wheel), (meta, _how) in zip(wheels, metas, strict=True):
+    for (link, wheel), (meta, _how, verified) in zip(wheels, metas, strict=True):
         reqs = requirements(meta.requires_dist, link.url)
         for python in wheel.pythons:
             facts = build_facts(wheel, python, reqs, cfg)
@@ -125,7 +125,7 @@ def harvest_torch(
             if python not in record["python"]:
                 record["python"].append(python)
             if all(s["url"] != link.url for s in record["sources"]):
-                record["sources"].append(fetch.source(link, index))
+                record["sources"].append(fetch.source(link, index, verified))
     records = list(groups.values())
     for record in records:
         record["python"].sort(key=python_key)

@@ -3,12 +3,21 @@ and (only when asked) write the new snapshot atomically (:mod:`envgen.harvest.sn
 
 The new snapshot is computed fully in memory first; a failure anywhere leaves ``matrix/``
 untouched. Records of indexes not selected in this run are carried over as they are. A record
-whose facts did not change keeps its old ``retrieved`` dates, and a file whose records did not
-change keeps its old bytes (``generated`` included), so a no-op refresh is byte-identical.
+whose facts did not change keeps its old ``retrieved`` dates and ``verified`` levels (a record
+written before envgen recorded ``verified`` gains the new one, which is not counted as a
+change), and a file whose records did not change keeps its old bytes (``generated``
+included), so a no-op refresh is byte-identical.
+
+Safety net against an index answer that is not what it seems (a cut-off page, a partial
+mirror, a login page that slipped through): a refresh that would remove more than
+``[refresh] max_removed_share`` of a file's records from the harvested indexes, every one of
+them, or leave a file that had records with none, is refused (:class:`RemovalsRefused`, exit
+4, the diff attached) unless ``allow_removals`` is set for a deliberate prune.
 """
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -20,19 +29,22 @@ from packaging.utils import canonicalize_name
 
 import envgen
 from envgen.errors import HarvestError
+from envgen.facts.locate import harvested_dir
 from envgen.harvest import snapshot
 from envgen.harvest.cache import Cache
 from envgen.harvest.cuda_toolkits import harvest_toolkits
-from envgen.harvest.diff import comparable, diff_snapshots, identity
+from envgen.harvest.diff import comparable, diff_snapshots, identity, render_text
 from envgen.harvest.fetcher import Fetcher
 from envgen.harvest.frameworks import framework_sort_key, harvest_framework
 from envgen.harvest.http import Http, HttpOptions
-from envgen.harvest.simple_index import fetch_project, project_url
+from envgen.harvest.simple_index import empty_page_error, fetch_project, project_url
 from envgen.harvest.sources import (
     Index,
+    RefreshPolicy,
     Sources,
     load_manylinux_aliases,
     load_sources,
+    refresh_policy,
     select_indexes,
 )
 from envgen.harvest.torch_builds import harvest_torch, torch_sort_key
@@ -53,6 +65,7 @@ class UpdateOptions:
     backoff: float = 0.5
     ca_cert: str | None = None
     today: str | None = None  # ISO date; default: today (UTC)
+    allow_removals: bool = False  # a deliberate prune: skip the removal guard
 
 
 @dataclass
@@ -61,10 +74,25 @@ class UpdateResult:
     texts: dict[str, str]  # the new snapshot, file name -> content
     written: bool
     indexes: list[str]
+    target: Path | None = None  # the harvested/ folder written (or that --write would write)
+    stale: int = 0  # files whose text would change (facts, or provenance only)
 
     @property
     def changes(self) -> int:
         return int(self.diff["changes"])
+
+
+class RemovalsRefused(HarvestError):
+    """A refresh that would drop too many known records; ``report`` is the text diff (the CLI
+    prints it before the error line) and ``to_dict()`` carries the JSON diff."""
+
+    def __init__(self, message: str, *, hint: str, source: str, diff: dict[str, Any]) -> None:
+        super().__init__(message, hint=hint, source=source)
+        self.diff = diff
+        self.report = render_text(diff)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**super().to_dict(), "diff": self.diff}
 
 
 def _source_index(file: str, record: dict[str, Any]) -> str:
@@ -76,11 +104,15 @@ def _pages(fetch: Fetcher, index: Index, wanted: set[str]) -> dict[str, list]:
 
     def one(project: str):
         links = fetch_project(fetch.http, fetch.cache, index.url, project)
-        if links is None and not index.adhoc:
+        if index.adhoc:  # an ad-hoc index need not have every project
+            return links or None
+        if links is None:
             raise HarvestError(
                 f"{project_url(index.url, project)}: project not found on index {index.name!r}",
                 hint="fix the index URL or its projects list in matrix/sources.toml",
             )
+        if not links:
+            raise empty_page_error(project_url(index.url, project), project, index.name)
         return links
 
     pages = fetch.map(f"{index.name}: index pages", one, projects)
@@ -125,6 +157,24 @@ def harvest(
     return records
 
 
+def _sources(record: dict[str, Any]) -> list[dict[str, Any]]:
+    found = [record.get("source"), *(record.get("sources") or [])]
+    return [s for s in found if isinstance(s, dict)]
+
+
+def _keep(before: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+    """The old record of unchanged facts (its ``retrieved`` dates, its ``verified`` levels),
+    given the ``verified`` levels it lacks from the new one."""
+    if all("verified" in s for s in _sources(before)):
+        return before
+    levels = {s.get("url"): s["verified"] for s in _sources(record) if "verified" in s}
+    merged = copy.deepcopy(before)
+    for source in _sources(merged):
+        if "verified" not in source and source.get("url") in levels:
+            source["verified"] = levels[source.get("url")]
+    return merged
+
+
 def _finish(
     file: str, new: list[dict[str, Any]], old: list[dict[str, Any]], harvested: set[str]
 ) -> list:
@@ -133,7 +183,9 @@ def _finish(
     for record in new:  # unchanged facts keep the date they were first seen
         before = previous.get(identity(file, record))
         out.append(
-            before if before is not None and comparable(before) == comparable(record) else record
+            _keep(before, record)
+            if before is not None and comparable(before) == comparable(record)
+            else record
         )
     keys = {identity(file, r) for r in out}
     out += [
@@ -145,18 +197,67 @@ def _finish(
     return sorted(out, key=sort_key)
 
 
+def _check_removals(
+    old: dict[str, dict[str, Any]],
+    new: dict[str, dict[str, Any]],
+    diff: dict[str, Any],
+    indexes: list[Index],
+    policy: RefreshPolicy,
+    sources_path: str,
+    target: Path,
+) -> None:
+    """Refuse a refresh that would drop too many known records (see the module docstring)."""
+    harvested = {i.name for i in indexes}
+    problems = []
+    for file, key in snapshot.FILES.items():
+        removed = diff["files"][file]["removed"]
+        if not removed:
+            continue
+        had = [r for r in old[file][key] if _source_index(file, r) in harvested]
+        share = len(removed) / len(had) if had else 1.0
+        if not new[file][key]:
+            problems.append(f"leave {file} with no records (it has {len(old[file][key])})")
+        elif len(removed) >= len(had):
+            problems.append(f"remove all {len(had)} {file} records harvested from these indexes")
+        elif share > policy.max_removed_share:
+            problems.append(
+                f"remove {len(removed)} of the {len(had)} {file} records harvested from these "
+                f"indexes ({share:.0%}; [refresh] max_removed_share is "
+                f"{policy.max_removed_share:.0%})"
+            )
+    if not problems:
+        return
+    where = ", ".join(f"{i.name} ({i.url})" for i in indexes)
+    raise RemovalsRefused(
+        f"refusing this refresh of {where}: it would {'; and '.join(problems)}. A cut-off "
+        f"index page or a partial mirror looks like this; {target} is unchanged",
+        hint="check those index pages (or use another mirror with --index NAME=URL); if the "
+        "removals are deliberate (a prune), re-run with --allow-removals",
+        source=f"{sources_path}:refresh.max_removed_share",
+        diff=diff,
+    )
+
+
 def update_matrix(
     matrix_dir: str | Path,
     options: UpdateOptions | None = None,
     progress: Callable[[str], None] | None = None,
+    data_dir: str | Path | None = None,
 ) -> UpdateResult:
+    """Harvest, diff against the snapshot facts are read from now, and (``options.write``)
+    write the new snapshot into ``data_dir``/harvested (default: the matrix itself). What to
+    harvest comes from the matrix's sources.toml; the snapshot compared against is the one
+    :func:`envgen.facts.locate.harvested_dir` picks (the data dir's, when it is newer)."""
     options = options or UpdateOptions()
     matrix_dir = Path(matrix_dir)
+    data_dir = Path(data_dir) if data_dir is not None else matrix_dir
     report = progress or (lambda _line: None)
     sources = load_sources(matrix_dir)
+    policy = refresh_policy(sources)
     aliases = load_manylinux_aliases(matrix_dir)
     indexes = select_indexes(sources, options.indexes, options.all_indexes)
-    old = snapshot.load(matrix_dir)
+    current = harvested_dir(matrix_dir, data_dir)
+    old = snapshot.load(current.parent)
     today = options.today or dt.datetime.now(dt.timezone.utc).date().isoformat()
     cache = Cache(options.cache_dir, offline=options.offline)
     http = (
@@ -174,7 +275,7 @@ def update_matrix(
     )
     pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="envgen-harvest")
     try:
-        fetch = Fetcher(http, cache, pool, report, aliases, today)
+        fetch = Fetcher(http, cache, pool, report, aliases, today, policy.whole_limit)
         new_records = harvest(fetch, sources, indexes)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -184,7 +285,7 @@ def update_matrix(
     new_docs, texts = {}, {}
     for file, key in snapshot.FILES.items():
         records = _finish(file, new_records[file], old[file][key], harvested)
-        path = matrix_dir / "harvested" / file
+        path = current / file
         if records == old[file][key] and path.exists():
             new_docs[file], texts[file] = old[file], path.read_text(encoding="utf-8")
             continue
@@ -192,11 +293,19 @@ def update_matrix(
         new_docs[file] = {"schema": snapshot.SCHEMA, "generated": generated, key: records}
         texts[file] = snapshot.dumps(new_docs[file])
     diff = diff_snapshots(old, new_docs)
+    target = data_dir / "harvested"
+    if not options.allow_removals:
+        _check_removals(old, new_docs, diff, indexes, policy, str(sources.path), target)
     written = False
-    if options.write and (
-        diff["changes"] or any(not (matrix_dir / "harvested" / f).exists() for f in texts)
-    ):
-        report(f"writing {len(texts)} files to {matrix_dir / 'harvested'}")
-        snapshot.write(matrix_dir, texts)
+    stale = [  # changed facts, or only provenance (``verified``) the old records lacked
+        f
+        for f in texts
+        if not (target / f).exists() or (target / f).read_text(encoding="utf-8") != texts[f]
+    ]
+    if options.write and stale:
+        report(f"writing {len(texts)} files to {target}")
+        for path in snapshot.write(data_dir, texts):
+            report(f"removed {path}, left over by an interrupted earlier write")
         written = True
-    return UpdateResult(diff=diff, texts=texts, written=written, indexes=sorted(harvested))
+    return UpdateResult(diff=diff, texts=texts, written=written, indexes=sorted(harvested),
+                        target=target, stale=len(stale))

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from mini_pypi import tree
+from support.mini_pypi import tree
 
 from envgen.cli.main import main
 
@@ -19,7 +19,7 @@ def test_cli_dry_run_then_write_then_noop(mini_matrix, fast, capsys):
     before = tree(mini_matrix)
     assert main(_args(mini_matrix, fast)) == 0
     out, err = capsys.readouterr()
-    assert "changes; run with --write to apply" in out and "torch.json: +" in out
+    assert "changes; run with --write to write them to" in out and "torch.json: +" in out
     assert "torch (pypi): metadata files:" in err
     assert tree(mini_matrix) == before
     assert main(_args(mini_matrix, fast, "--write")) == 0
@@ -33,7 +33,7 @@ def test_cli_dry_run_then_write_then_noop(mini_matrix, fast, capsys):
 def test_cli_network_error_exit_code(mini_matrix, index_server, fast, capsys):
     index_server.state.faults["/simple/torch/"] = ["500"] * 5
     before = tree(mini_matrix)
-    assert main(_args(mini_matrix, fast, "--write")) == 1
+    assert main(_args(mini_matrix, fast, "--write")) == 4
     err = capsys.readouterr().err
     assert f"GET {index_server.url}/simple/torch/ failed after 2 attempts: HTTP 500" in err
     assert "hint:" in err and "--offline" in err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -10,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from mini_pypi import tree
+from support.mini_pypi import tree
 
 from envgen.errors import HarvestError, NetworkError
 from envgen.harvest import snapshot
@@ -18,15 +19,6 @@ from envgen.harvest.update import UpdateOptions, update_matrix
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def committed(mini_matrix, fast):
-    """A matrix with a snapshot already written (the 'old' snapshot)."""
-    update_matrix(
-        mini_matrix, UpdateOptions(write=True, **{**fast, "cache_dir": fast["cache_dir"] / "seed"})
-    )
-    return mini_matrix
 
 
 def test_persistent_5xx(committed, index_server, fast):
@@ -95,6 +87,9 @@ def test_range_ignored_downloads_whole_file(mini_matrix, index_server, fast):
     index_server.state.range_supported = False
     result = update_matrix(mini_matrix, UpdateOptions(**fast))
     assert '"version": "2.15.0"' in result.texts["torch.json"]
+    [t15] = [b for b in json.loads(result.texts["torch.json"])["builds"]
+             if b["version"] == "2.15.0"]
+    assert t15["sources"][0]["verified"] == "sha256"  # the whole file was in hand: checked
 
 
 def _run_cli(matrix: Path, fast: dict, env: dict[str, str] | None = None) -> subprocess.Popen:
@@ -128,7 +123,7 @@ def _assert_old_snapshot(matrix: Path, before: dict[str, bytes]) -> None:
 
 
 def test_killed_while_fetching(committed, index_server, fast):
-    from mini_pypi import add_wheel, torch_metadata
+    from support.mini_pypi import add_wheel, torch_metadata
 
     add_wheel(
         index_server,
@@ -151,7 +146,7 @@ def test_killed_while_fetching(committed, index_server, fast):
 
 
 def test_killed_while_writing(committed, index_server, fast):
-    from mini_pypi import add_wheel, torch_metadata
+    from support.mini_pypi import add_wheel, torch_metadata
 
     add_wheel(
         index_server,
@@ -180,3 +175,35 @@ def test_killed_while_writing(committed, index_server, fast):
         and '"version": "2.5.2"' in (committed / "harvested" / "torch.json").read_text()
     )
     assert not list(committed.glob(".harvested*"))
+
+
+@pytest.mark.parametrize(
+    ("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["ctrl-c", "sigterm"]
+)
+def test_interrupted_while_writing_leaves_no_debris(committed, index_server, fast, signum, code):
+    """Ctrl-C / SIGTERM in the write phase: the staging folder is removed before exiting, the
+    old snapshot is intact without any recovery, and the process says what it rolled back."""
+    from support.mini_pypi import add_wheel, torch_metadata
+
+    add_wheel(
+        index_server,
+        "torch",
+        "torch-2.5.2-cp311-cp311-manylinux1_x86_64.whl",
+        torch_metadata("2.5.2"),
+    )
+    before = tree(committed)
+    proc = _run_cli(committed, fast, {"ENVGEN_TEST_WRITE_DELAY": "5"})
+    deadline = time.time() + 30
+    staging = []
+    while not staging and time.time() < deadline:  # the write phase has begun
+        staging = [p for p in committed.glob(".harvested.new-*") if any(p.glob("*.json"))]
+        time.sleep(0.02)
+    assert staging, proc.communicate()
+    proc.send_signal(signum)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == code, err
+    text = err.decode()
+    assert f"interrupted by {signal.Signals(signum).name}" in text
+    assert f"removed the partly written snapshot {staging[0]}" in text
+    assert not list(committed.glob(".harvested*"))  # no debris, no recover() needed
+    assert tree(committed) == before

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from mini_pypi import fixture
 from packaging.requirements import Requirement
+from support.mini_pypi import fixture
 
 from envgen.errors import HarvestError, NetworkError, UsageError
 from envgen.harvest.cuda_toolkits import archs, max_gcc
@@ -53,6 +53,7 @@ def test_parse_pytorch_index_relative_links():
     )
     assert link.filename == "torch-2.1.0+cu121-cp311-cp311-linux_x86_64.whl"
     assert link.core_metadata and link.sha256 == "aa"
+    assert link.core_metadata_sha256 == "bb"  # PEP 714 data-dist-info-metadata="sha256=bb"
 
 
 def test_parse_pep691_json():
@@ -81,8 +82,35 @@ def test_parse_pep691_json():
         True,
         "2025-01-02",
     )
+    assert link.core_metadata_sha256 == "x"
     with pytest.raises(HarvestError, match=r"https://x\.test/simple/a/: not a PEP 691"):
         parse_json("{}", "https://x.test/simple/a/")
+
+
+def test_metadata_hash_forms():
+    page = (
+        '<a href="/f/a-1-py3-none-any.whl" data-core-metadata="sha256=ABC">x</a>'
+        '<a href="/f/a-2-py3-none-any.whl" data-core-metadata="true">x</a>'
+        '<a href="/f/a-3-py3-none-any.whl" data-core-metadata="false">x</a>'
+        '<a href="/f/a-4-py3-none-any.whl" data-core-metadata>x</a>'
+    )
+    links = parse_html(page, "https://x.test/simple/a/")
+    assert [(lk.core_metadata, lk.core_metadata_sha256) for lk in links] == [
+        (True, "abc"), (True, None), (False, None), (True, None)
+    ]
+
+
+def test_project_files():
+    from envgen.harvest.simple_index import is_project_file
+
+    assert is_project_file("torch-2.1.0+cu121-cp311-cp311-linux_x86_64.whl", "torch")
+    assert is_project_file("megatron_core-0.19.2-cp312-cp312-manylinux_2_28_x86_64.whl",
+                           "Megatron-Core")
+    assert is_project_file("deepspeed-0.19.8.tar.gz", "deepspeed")
+    assert not is_project_file("torchvision-0.20.0-cp311-cp311-linux_x86_64.whl", "torch")
+    assert not is_project_file("login", "torch")
+    assert not is_project_file("terms.pdf", "torch")
+    assert not is_project_file("torch-latest.tar.gz", "torch")  # not a version
 
 
 @pytest.mark.parametrize(
@@ -137,11 +165,13 @@ def test_markers_evaluated_for_the_wheel():
 
 def _facts(meta_name: str, filename: str, python: str):
     import tomllib
-    from mini_pypi import SOURCES
+    from support.mini_pypi import SOURCES
 
     from envgen.harvest.metadata import requirements
 
-    cfg = tomllib.loads(SOURCES.format(url="http://x"))["torch"]
+    cfg = tomllib.loads(
+        SOURCES.format(url="http://x", max_removed_share=0.05, max_whole_download_mb=0)
+    )["torch"]
     meta = parse_metadata(fixture(meta_name), meta_name)
     return build_facts(
         parse_wheel(filename, ALIASES), python, requirements(meta.requires_dist, meta_name), cfg

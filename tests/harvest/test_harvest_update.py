@@ -79,7 +79,7 @@ def test_full_harvest(mini_matrix, index_server, fast):
 
 
 def test_noop_refresh_is_byte_identical_and_new_release_is_added(mini_matrix, index_server, fast):
-    from mini_pypi import add_wheel, torch_metadata, tree
+    from support.mini_pypi import add_wheel, torch_metadata, tree
 
     update_matrix(mini_matrix, UpdateOptions(write=True, **fast))
     before = tree(mini_matrix)
@@ -145,3 +145,40 @@ def test_mirror_replaces_index_url(mini_matrix, index_server, fast):
     assert result.indexes == ["pypi"]
     with pytest.raises(UsageError, match="unknown index 'nope'"):
         update_matrix(mini_matrix, UpdateOptions(indexes=["nope"], **fast))
+
+
+def _strip_verified(matrix) -> None:
+    """Make the snapshot look like one written before envgen recorded ``verified``."""
+    for path in (matrix / "harvested").glob("*.json"):
+        text = path.read_text()
+        doc = json.loads(text)
+        for records in (v for v in doc.values() if isinstance(v, list)):
+            for record in records:
+                for source in [record.get("source"), *record.get("sources", [])]:
+                    if source:
+                        source.pop("verified")
+        path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+def test_refresh_adds_verified_to_old_records_without_a_change(mini_matrix, index_server, fast):
+    from support.mini_pypi import tree
+
+    update_matrix(mini_matrix, UpdateOptions(write=True, **fast))
+    written = tree(mini_matrix)
+    _strip_verified(mini_matrix)
+    assert '"verified"' not in (mini_matrix / "harvested" / "torch.json").read_text()
+    later = {**fast, "today": "2026-12-24"}
+    result = update_matrix(mini_matrix, UpdateOptions(write=True, **later))
+    assert result.changes == 0 and result.written  # provenance only: no change, but written
+    torch = json.loads((mini_matrix / "harvested" / "torch.json").read_text())["builds"]
+    sources = [s for b in torch for s in b["sources"]]
+    assert {s["verified"] for s in sources} == {"none", "range"}
+    assert {s["retrieved"] for s in sources} == {"2026-11-21"}  # first-seen dates kept
+    # the records are the ones first written (retrieved, verified); only `generated` moved on
+    for name, key in (("torch.json", "builds"), ("frameworks.json", "releases"),
+                      ("cuda.json", "toolkits")):
+        now = json.loads((mini_matrix / "harvested" / name).read_text())
+        assert now[key] == json.loads(written[f"harvested/{name}"])[key]
+        assert now["generated"]["date"] == "2026-12-24"
+    again = update_matrix(mini_matrix, UpdateOptions(write=True, **later))
+    assert again.changes == 0 and not again.written

@@ -2,7 +2,17 @@
 
 Serves PEP 503 HTML or PEP 691 JSON project pages (chosen by the Accept header, with ETag
 revalidation), PEP 658 ``.metadata`` files, and files with HTTP Range support. Faults can be
-queued per path: ``"500"``, ``"503-retry-after"``, ``"sleep:SECONDS"``, ``"truncate"``.
+queued per path: ``"500"``, ``"503-retry-after"``, ``"sleep:SECONDS"``, ``"truncate"`` (the
+connection drops after half the body), ``"cut:FRACTION"`` (a complete answer, Content-Length
+and all, holding only the first FRACTION of the body and no ETag: a page cut off by a proxy).
+
+Lasting misbehaviour, set on :class:`IndexState`:
+
+* ``raw[path] = (status, body, headers)``: a canned answer for that path (a proxy's login page,
+  a captive portal's 302, a text/plain page, a PEP 691 document of the wrong shape);
+* ``substitute[path] = bytes``: other bytes served for a file or ``.metadata`` path, Range
+  requests included, while the page keeps listing the real file's sha256 (a tampered mirror);
+* ``html_only = True``: PEP 503 HTML pages even to clients that prefer JSON.
 """
 
 from __future__ import annotations
@@ -42,6 +52,9 @@ class IndexState:
         self.delay = 0.0  # seconds before every answer
         self.range_supported = True
         self.log: list[tuple[str, dict[str, str]]] = []
+        self.raw: dict[str, tuple[int, bytes, dict[str, str]]] = {}  # path -> canned answer
+        self.substitute: dict[str, bytes] = {}  # path -> bytes served instead of the real ones
+        self.html_only = False
         self.lock = threading.Lock()
 
     def add(self, page: str, served: Served, files_dir: str = "/files/") -> None:
@@ -127,6 +140,9 @@ def make_handler(state: IndexState):
                 return self._send(500, b"boom")
             elif fault == "503-retry-after":
                 return self._send(503, b"busy", {"Retry-After": "0"})
+            if path in state.raw:
+                status, raw_body, raw_headers = state.raw[path]
+                return self._send(status, raw_body, raw_headers)
             body, ctype, extra = self._resolve(path)
             if body is None:
                 return self._send(404, b"not found")
@@ -134,6 +150,9 @@ def make_handler(state: IndexState):
                 self._send(200, body[: len(body) // 2], {"Content-Type": ctype}, length=len(body))
                 self.close_connection = True
                 return
+            if fault and fault.startswith("cut:"):
+                cut = body[: int(len(body) * float(fault.split(":")[1]))]
+                return self._send(200, cut, {"Content-Type": ctype})
             rng = self.headers.get("Range")
             if rng and state.range_supported and path in state.files:
                 m = re.fullmatch(r"bytes=(\d*)-(\d*)", rng)
@@ -154,19 +173,22 @@ def make_handler(state: IndexState):
         def _resolve(self, path: str):
             if path in state.projects:
                 accept = self.headers.get("Accept", "")
-                want_json = "application/vnd.pypi.simple.v1+json" in accept.split(",")[0]
+                want_json = (
+                    "application/vnd.pypi.simple.v1+json" in accept.split(",")[0]
+                    and not state.html_only
+                )
                 body, ctype = _page_body(state, path, self.headers["Host"], want_json)
                 return body, ctype, {"ETag": '"' + hashlib.sha256(body).hexdigest()[:16] + '"'}
             if path in state.files:
                 return (
-                    state.files[path].data,
+                    state.substitute.get(path, state.files[path].data),
                     "application/octet-stream",
                     {"Accept-Ranges": "bytes"},
                 )
             if path.endswith(".metadata") and path[: -len(".metadata")] in state.files:
                 meta = state.files[path[: -len(".metadata")]].metadata
                 if meta is not None:
-                    return meta, "application/octet-stream", {}
+                    return state.substitute.get(path, meta), "application/octet-stream", {}
             return None, "", {}
 
     return Handler

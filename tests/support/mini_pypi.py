@@ -9,7 +9,7 @@ from pathlib import Path
 
 from support.index_server import IndexServer, Served
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "harvest" / "fixtures"
 
 
 def fixture(name: str) -> str:
@@ -246,7 +246,13 @@ def populate(server: IndexServer) -> None:
             )
         },
     )
-    server.state.projects["/simple/nvidia-cuda-nvcc-cu11/"] = []
+    # a project with files but none that gives a record (no Linux wheel): no CUDA 11 toolkit
+    add_wheel(
+        server,
+        "nvidia-cuda-nvcc-cu11",
+        "nvidia_cuda_nvcc_cu11-11.8.89-py3-none-win_amd64.whl",
+        "Metadata-Version: 2.1\nName: nvidia-cuda-nvcc-cu11\nVersion: 11.8.89\n",
+    )
 
 
 SOURCES = """
@@ -297,6 +303,10 @@ project = "nvidia-cuda-nvcc-cu12"
 [[cuda_toolkits]]
 project = "nvidia-cuda-nvcc"
 host_config_project = "nvidia-cuda-crt"
+
+[refresh]
+max_removed_share = {max_removed_share}
+max_whole_download_mb = {max_whole_download_mb}
 """
 
 POLICY = """
@@ -308,11 +318,22 @@ source = "https://peps.python.org/pep-0600/"
 """
 
 
-def make_matrix(root: Path, url: str) -> Path:
+def make_matrix(
+    root: Path, url: str, *, max_removed_share: float = 0.05, max_whole_download_mb: float = 0
+) -> Path:
+    """A matrix harvesting the mini index at ``url``. ``max_whole_download_mb`` is 0 by default
+    so the (tiny) wheels are read by Range, as multi-GB torch wheels are; pass e.g. 64 for the
+    real behaviour (small wheels downloaded whole and hashed)."""
     matrix = root / "matrix"
     (matrix / "curated").mkdir(parents=True)
     (matrix / "harvested").mkdir()
-    (matrix / "sources.toml").write_text(SOURCES.format(url=url))
+    (matrix / "sources.toml").write_text(
+        SOURCES.format(
+            url=url,
+            max_removed_share=max_removed_share,
+            max_whole_download_mb=max_whole_download_mb,
+        )
+    )
     (matrix / "curated" / "policy.toml").write_text(POLICY)
     return matrix
 
