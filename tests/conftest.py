@@ -9,6 +9,10 @@ from pathlib import Path
 
 import pytest
 
+# the stand-ins: local conda channel, wheel index, lock matrix (support.lock_env) and a PyPI
+# look-alike with its matrix (support.harvest_env), for tests/lock, tests/harvest, tests/faults
+pytest_plugins = ["support.lock_env", "support.harvest_env"]
+
 FIXTURE_MATRIX = Path(__file__).parent / "fixtures" / "matrix"
 
 

@@ -10,6 +10,7 @@ always removed (``forcerm``).
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 import re
@@ -17,13 +18,13 @@ import subprocess
 import tempfile
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 
 from envgen import __version__
-from envgen.errors import EnvgenError, UsageError
+from envgen.errors import DaemonError, EnvgenError, EnvironmentProblem, UsageError
 from envgen.image.context import (
     build_hash,
     context_files,
@@ -90,14 +91,39 @@ def docker_client():
     except ImportError:  # pragma: no cover - a dependency
         raise EnvgenError("the docker Python package is not installed",
                           hint="pip install docker") from None
+    _probe_socket()
+    client = None
     try:
         client = docker.from_env(timeout=600)
         client.ping()
     except Exception as exc:  # docker.errors.DockerException and connection errors
-        raise EnvgenError(f"cannot reach the Docker daemon ({_short(exc)})",
+        if client is not None:
+            client.close()
+        raise DaemonError(f"cannot reach the Docker daemon ({_short(exc)})",
                           hint="start dockerd (or Docker Desktop), or point DOCKER_HOST at "
                           "one: DOCKER_HOST=unix:///var/run/docker.sock") from None
     return client
+
+
+def _probe_socket() -> None:
+    """A daemon on a unix socket (the usual case) is probed with a plain connect first: a
+    missing or dead socket gets a precise message (and no half-open client is left behind)."""
+    import socket
+
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not host.startswith("unix://"):
+        return
+    path = host[len("unix://"):]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+            probe.settimeout(10)
+            probe.connect(path)
+    except OSError as exc:
+        raise DaemonError(f"cannot reach the Docker daemon at {host} ({exc.strerror or exc})",
+                          hint="start dockerd (or Docker Desktop), or point DOCKER_HOST at "
+                          "one: DOCKER_HOST=unix:///var/run/docker.sock",
+                          source="DOCKER_HOST" if os.environ.get("DOCKER_HOST") else None
+                          ) from None
 
 
 def _short(exc: Exception) -> str:
@@ -137,7 +163,8 @@ def find_existing(client, refs: list[str], bhash: str, registry: bool) -> tuple[
         except docker.errors.ImageNotFound:
             continue
         except docker.errors.APIError as exc:
-            raise EnvgenError(f"cannot inspect {ref}: {_short(exc)}") from None
+            raise DaemonError(f"cannot inspect {ref}: {_short(exc)}",
+                              hint="check that dockerd is running and answering") from None
         if (img.labels or {}).get("io.envgen.build-hash") == bhash:
             return "local", img.id
     if registry:
@@ -149,7 +176,7 @@ def find_existing(client, refs: list[str], bhash: str, registry: bool) -> tuple[
             except docker.errors.APIError as exc:
                 if exc.status_code in (404, 401, 403) or "manifest unknown" in str(exc):
                     continue
-                raise EnvgenError(f"cannot query the registry for {ref}: {_short(exc)}",
+                raise DaemonError(f"cannot query the registry for {ref}: {_short(exc)}",
                                   hint="check --registry and that you are logged in "
                                   "(docker login)") from None
             return "registry", data.id
@@ -253,9 +280,10 @@ def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: di
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True, env=env, errors="replace")
         except OSError as exc:
-            raise UsageError(f"cannot run the docker CLI {options.docker_cli!r}: {exc.strerror}",
-                             hint="install the docker CLI, pass --docker-cli PATH, or use "
-                             "--engine sdk") from None
+            raise EnvironmentProblem(
+                f"cannot run the docker CLI {options.docker_cli!r}: {exc.strerror}",
+                hint="install the docker CLI, pass --docker-cli PATH, or use --engine sdk"
+            ) from None
 
         def lines() -> Iterable[tuple[str, str]]:
             assert proc.stdout is not None
@@ -271,22 +299,36 @@ def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: di
             elif iid.is_file():
                 yield "id", iid.read_text().strip()
 
-        return _follow(lines(), progress, log)
+        try:
+            return _follow(lines(), progress, log)
+        except BaseException:
+            if proc.poll() is None:  # interrupted or failed: stop the build, not leave it
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+            raise
 
 
 def _push(client, ref: str, progress: Callable[[str], None]) -> None:
     repo, tag = ref.rsplit(":", 1)
     last = ""
-    for item in client.api.push(repo, tag=tag, stream=True, decode=True):
-        if "error" in item or "errorDetail" in item:
-            msg = (item.get("errorDetail") or {}).get("message") or item.get("error")
-            raise EnvgenError(f"pushing {ref} failed: {msg}",
-                              hint="check the registry address and your login (docker login)")
-        status = item.get("status", "")
-        if status and status != last and not item.get("progressDetail"):
-            last = status
-            if status.startswith(("Pushed", "Layer already exists")) or "digest" in status:
-                progress(f"  push: {_clip(status, 90)}")
+    hint = "check the registry address and your login (docker login)"
+    try:
+        for item in client.api.push(repo, tag=tag, stream=True, decode=True):
+            if "error" in item or "errorDetail" in item:
+                msg = (item.get("errorDetail") or {}).get("message") or item.get("error")
+                raise DaemonError(f"pushing {ref} failed: {msg}", hint=hint)
+            status = item.get("status", "")
+            if status and status != last and not item.get("progressDetail"):
+                last = status
+                if status.startswith(("Pushed", "Layer already exists")) or "digest" in status:
+                    progress(f"  push: {_clip(status, 90)}")
+    except DaemonError:
+        raise
+    except Exception as exc:  # docker.errors.APIError, connection errors
+        raise DaemonError(f"pushing {ref} failed: {_short(exc)}", hint=hint) from None
 
 
 def build_image(lock_dir: Path, options: BuildOptions,
@@ -300,16 +342,39 @@ def build_image(lock_dir: Path, options: BuildOptions,
                          hint=f"use --engine {' or --engine '.join(ENGINES)}")
     if options.push and not options.registry:
         raise UsageError("--push needs --registry", hint="e.g. --registry ghcr.io/acme --push")
+    manifest = _manifest(lock_dir)  # an edited lock is never built
     context_files(lock_dir)  # a directory without a Dockerfile is a usage error
-    manifest = _manifest(lock_dir)
     name = names_for(manifest, options.registry)
     bhash = build_hash(lock_dir)
-    lock_hash = manifest["lock_hash"]
     suffix = "" if options.target == "runtime" else f"-{options.target}"
     content = name.ref(name.content_tag(bhash) + suffix)
     refs = [content, name.ref(name.tag + suffix), *options.tags]
     read_ca_certs(options.ca_certs)  # bad input fails before anything runs
     client = client or docker_client()
+    with _daemon_errors():
+        return _build(client, lock_dir, options, manifest, bhash, content, refs, started,
+                      progress, log)
+
+
+@contextlib.contextmanager
+def _daemon_errors() -> Iterator[None]:
+    """The daemon going away mid-build (or answering an API error) is an environment
+    problem with a message, not a traceback."""
+    import docker
+    import requests
+
+    try:
+        yield
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+        raise DaemonError(f"the Docker daemon failed: {_short(exc)}",
+                          hint="check that dockerd is running (and has disk space), then run "
+                          "envgen build again") from None
+
+
+def _build(client, lock_dir: Path, options: BuildOptions, manifest: dict, bhash: str,
+           content: str, refs: list[str], started: float, progress: Callable[[str], None],
+           log: Callable[[str], None] | None) -> BuildResult:
+    lock_hash = manifest["lock_hash"]
     found = None if options.force or options.no_cache else find_existing(
         client, [content], bhash, registry=bool(options.registry))
     pushed: list[str] = []

@@ -28,12 +28,12 @@ class ImageName:
         return f"{self.tag}-{build_hash.removeprefix('sha256:')[:12]}"[:128]
 
 
-def check_registry(registry: str) -> str:
+def check_registry(registry: str, source: str = "--registry") -> str:
     reg = registry.strip().rstrip("/")
     if "://" in reg or not _REGISTRY.match(reg):
-        raise UsageError(f"--registry {registry!r} is not a registry host[/path]",
+        raise UsageError(f"{source} {registry!r} is not a registry host[/path]",
                          hint="e.g. --registry ghcr.io/acme or --registry 127.0.0.1:5000 "
-                         "(no scheme)")
+                         "(no scheme)", source=source)
     return reg
 
 

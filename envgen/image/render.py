@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from envgen import __version__
+from envgen import __version__, validate
 from envgen.errors import DataError, UsageError
 from envgen.image.naming import image_name
 from envgen.image.recipes import Base, Recipes
@@ -105,8 +105,8 @@ class ImageInput:
 def _base(inp: ImageInput, recipes: Recipes, options: ImageOptions) -> tuple[str, Base | None]:
     c = inp.combination
     base = recipes.bases.get(c.os)
-    if options.base:
-        return options.base, None
+    if options.base:  # checked by the CLI with its source; checked again for library callers
+        return validate.image_ref(options.base, "the base image"), None
     if base is None:
         raise DataError(f"curated/images.toml has no base image for {c.os}",
                         hint="add a [[base]] for it, or pass --base IMAGE[@DIGEST]")
@@ -180,7 +180,19 @@ def _labels(inp: ImageInput, base_ref: str, base: Base | None, archs: str, tag: 
     }
     if "@" in base_ref:
         labels["org.opencontainers.image.base.digest"] = base_ref.split("@", 1)[1]
-    return " \\\n      ".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return " \\\n      ".join(f"{k}={dockerfile_string(v)}" for k, v in sorted(labels.items()))
+
+
+def dockerfile_string(value: str) -> str:
+    """``value`` as a double-quoted Dockerfile word (LABEL, ENV): backslash, quote and ``$``
+    (variable substitution) escaped; a line break refused."""
+    validate.no_newlines(value, "a Dockerfile value")
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
+
+
+SINGLE_LINE = ("ID", "REGENERATE", "REPOSITORY", "TAG", "BASE", "BASE_IMAGE", "FRAMEWORK",
+               "FRAMEWORK_VERSION", "PYTHON", "NVCC", "ARCH_LIST", "OPS", "OPS_ARGS",
+               "MICROMAMBA", "CUDA_HOME", "CC", "CXX")
 
 
 def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
@@ -286,6 +298,8 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "ENV_KEY": "VIRTUAL_ENV" if inp.flavor == "venv" else "CONDA_PREFIX",
         "LABELS": _labels(inp, base_ref, base, arch_text, name.tag, ops.ops),
     }
+    for key in SINGLE_LINE:  # a line break here would add Dockerfile instructions
+        validate.no_newlines(fill_values[key], f"the Dockerfile's {key.lower()}")
     blocks = ["header.in", f"builder-{inp.flavor}.in", "ops.in", f"prune-{inp.flavor}.in",
               "runtime.in"]
     text = "".join(fill((tpl / b).read_text(encoding="utf-8"), fill_values, b) for b in blocks)

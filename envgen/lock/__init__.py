@@ -14,13 +14,14 @@ from envgen.config import cache_root
 from envgen.errors import EnvgenError
 from envgen.facts.model import Facts
 from envgen.lock.conda_solve import CondaPackage, solve_conda
-from envgen.lock.files import MANIFEST, Solved, lock_hash, render
+from envgen.lock.files import Solved, lock_hash, render
+from envgen.lock.manifest import MANIFEST, read_manifest
 from envgen.lock.pip_compile import PipPackage, compile_pip, uv_version
 from envgen.lock.plan import LockOptions, LockPlan, make_plan
 from envgen.resolve.combination import Combination
 from envgen.versions import dotted_key
 
-__all__ = ["LockOptions", "LockResult", "lock", "write_lock"]
+__all__ = ["LockOptions", "LockResult", "lock", "read_manifest", "write_lock"]
 
 
 @dataclass(frozen=True)
@@ -90,23 +91,12 @@ def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[s
                       conda=tuple(conda), pip=tuple(pip), nvcc=nvcc)
 
 
-def write_lock(out_dir: Path, result: LockResult) -> Path:
-    """Write ``<out_dir>/<combination id>/`` atomically; returns that directory."""
+def write_lock(out_dir: Path, result: LockResult, *, source: str | None = None,
+               on_debris: Callable[[Path], None] | None = None) -> Path:
+    """Write ``<out_dir>/<combination id>/`` atomically; returns that directory. An existing
+    ``<id>`` is replaced only if it is a lock directory (it holds envgen.lock.json): a file
+    or a folder of the user's is refused (envgen.atomic.write_dir)."""
     target = Path(out_dir) / result.plan.combination.id
-    write_dir(target, result.files)
+    write_dir(target, result.files, owned=lambda p: (p / MANIFEST).is_file(), source=source,
+              on_debris=on_debris)
     return target
-
-
-def read_manifest(lock_dir: Path) -> dict:
-    import json
-
-    path = Path(lock_dir) / MANIFEST
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise EnvgenError(f"{lock_dir} is not an envgen lock directory (no {MANIFEST})",
-                          hint="pass the directory `envgen make` wrote, "
-                          "e.g. locks/<combination id>") from None
-    except ValueError as exc:
-        raise EnvgenError(f"{path} is not valid JSON ({exc})",
-                          hint="regenerate the lock with the command in its header") from None

@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from envgen import __version__
 from envgen.lock import yaml
 from envgen.lock.conda_solve import CondaPackage
+from envgen.lock.manifest import MANIFEST, SCHEMA, manifest_hash
 from envgen.lock.pip_compile import PipPackage
 from envgen.lock.plan import LockOptions, LockPlan
+from envgen.validate import no_newlines
 
 ENVIRONMENT = "environment.yml"
 CONDA_LOCK = "conda-lock.yml"
 PIP_LOCK = "requirements.lock.txt"
-MANIFEST = "envgen.lock.json"
-SCHEMA = 1
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,9 @@ def _header(s: Solved, what: str, install: str | None = None) -> list[str]:
 
 
 def _comment(lines: list[str]) -> str:
-    return "".join(f"# {line}".rstrip() + "\n" for line in lines)
+    """Comment lines; a value with a line break would end the comment, so it is refused."""
+    return "".join(f"# {no_newlines(line, 'a lock file header line')}".rstrip() + "\n"
+                   for line in lines)
 
 
 def lock_hash(s: Solved) -> str:
@@ -92,8 +94,9 @@ def lock_hash(s: Solved) -> str:
 
 
 def pip_options(plan: LockPlan) -> list[str]:
-    return [f"--index-url {plan.pip.index_url}",
-            *(f"--extra-index-url {u}" for u in plan.pip.extra_index_urls)]
+    return [no_newlines(f"--index-url {plan.pip.index_url}", "an index URL"),
+            *(no_newlines(f"--extra-index-url {u}", "an index URL")
+              for u in plan.pip.extra_index_urls)]
 
 
 def environment_yml(s: Solved) -> str:
@@ -217,6 +220,7 @@ def manifest(s: Solved, files: dict[str, str], image: dict | None = None) -> str
         "files": {name: "sha256:" + hashlib.sha256(text.encode()).hexdigest()
                   for name, text in sorted(files.items())},
     }
+    doc["manifest_hash"] = manifest_hash(doc)
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -20,10 +21,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from envgen.errors import EnvgenError, NetworkError, UsageError
-from envgen.lock import read_manifest
+from envgen.errors import (
+    EnvgenError,
+    NetworkError,
+    UsageError,
+    filesystem_error,
+    note_rollback,
+)
 from envgen.lock.conda_solve import ca_bundle
 from envgen.lock.files import PIP_LOCK
+from envgen.lock.manifest import read_manifest
 from envgen.lock.pip_compile import uv_binary
 
 
@@ -137,6 +144,7 @@ def _pip_env(ca_cert: Path | None) -> dict[str, str]:
 def _make_venv(prefix: Path, python: str, progress: Callable[[str], None]) -> None:
     progress(f"creating a Python {python} venv at {prefix}")
     proc = subprocess.run([uv_binary(), "venv", "--seed", "--no-python-downloads", "--no-config",
+                           "--allow-existing",
                            "--python", python, str(prefix)], capture_output=True, text=True,
                           check=False)
     if proc.returncode != 0:
@@ -173,6 +181,9 @@ def _install_pip(lock_dir: Path, prefix: Path, ca_cert: Path | None,
     return count
 
 
+MARKER = ".envgen-install.json"  # in a prefix while envgen installs into it
+
+
 def _remove(prefix: Path) -> None:
     """Delete a half-installed prefix. rattler's linker runs on its own threads and may
     still be writing for a moment after it reported the failure, so delete until the
@@ -184,32 +195,112 @@ def _remove(prefix: Path) -> None:
             return
 
 
+def _empty(prefix: Path) -> None:
+    """Empty ``prefix`` again (the folder stays); like :func:`_remove`, until it stays empty."""
+    for _ in range(50):
+        for child in list(prefix.iterdir()) if prefix.exists() else []:
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child, ignore_errors=True)
+            else:
+                child.unlink(missing_ok=True)
+        time.sleep(0.1)
+        if not prefix.exists() or not any(prefix.iterdir()):
+            return
+
+
+def incomplete_install(prefix: Path) -> dict | None:
+    """The marker of an envgen install into ``prefix`` that never finished (its process is
+    gone: killed, power loss), or None."""
+    from envgen.atomic import alive
+
+    try:
+        marker = json.loads((prefix / MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    pid = marker.get("pid") if isinstance(marker, dict) else None
+    if isinstance(pid, int) and alive(pid) and pid != os.getpid():
+        raise InstallError(f"another envgen (pid {pid}) is installing into {prefix} right now",
+                           hint="wait for it to finish, or stop it first")
+    return marker if isinstance(marker, dict) else {}
+
+
+def _check_prefix(prefix: Path, clear_incomplete: bool,
+                  progress: Callable[[str], None]) -> bool:
+    """Whether envgen creates ``prefix`` (else it is an existing empty folder). A non-empty
+    prefix is refused, unless it is the debris of an interrupted envgen install and
+    ``clear_incomplete`` says to remove it."""
+    if prefix.is_symlink() or (prefix.exists() and not prefix.is_dir()):
+        raise UsageError(f"{prefix} exists and is not a directory",
+                         hint="pass a new or empty --prefix", source="--prefix")
+    if not prefix.exists():
+        return True
+    try:
+        entries = list(prefix.iterdir())
+    except OSError as exc:
+        raise filesystem_error(exc, "reading", prefix, source="--prefix") from None
+    if not entries:
+        return False
+    marker = incomplete_install(prefix)
+    if marker is not None:
+        if not clear_incomplete:
+            raise InstallError(
+                f"{prefix} holds an envgen install of {marker.get('lock', '?')} that was "
+                f"interrupted (started {marker.get('started', '?')}, its process is gone)",
+                hint="rerun with --clear-incomplete to remove it and install again",
+                source="--prefix")
+        progress(f"removing the interrupted install in {prefix}")
+        _remove(prefix)
+        return True
+    raise UsageError(f"{prefix} exists and is not empty",
+                     hint="pass a new or empty --prefix (installing over an environment "
+                     "would mix packages the lock does not list)", source="--prefix")
+
+
+def _write_marker(prefix: Path, manifest: dict) -> None:
+    import datetime as dt
+
+    doc = {"pid": os.getpid(), "lock": manifest["id"], "lock_hash": manifest["lock_hash"],
+           "started": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()}
+    try:
+        prefix.mkdir(parents=True, exist_ok=True)
+        (prefix / MARKER).write_text(json.dumps(doc) + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise filesystem_error(exc, "creating", prefix, source="--prefix") from None
+
+
 def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | None = None,
+            clear_incomplete: bool = False,
             progress: Callable[[str], None] = lambda _m: None) -> InstallResult:
+    """Install the lock in ``lock_dir`` into ``prefix`` (new, or an empty folder).
+
+    While it runs, ``prefix/.envgen-install.json`` marks the install as unfinished. Any
+    failure, Ctrl-C or SIGTERM removes what was installed (the prefix, or the contents of the
+    empty folder it was), and says so on the exception (errors.note_rollback). If the process
+    is killed outright, the marker stays: the next install into that prefix names it and
+    removes it with ``clear_incomplete``.
+    """
     lock_dir, prefix = Path(lock_dir), Path(prefix).absolute()
     manifest = read_manifest(lock_dir)
     verify_files(lock_dir, manifest)
-    if prefix.exists() and any(prefix.iterdir()):
-        raise UsageError(f"{prefix} exists and is not empty",
-                         hint="pass a new or empty --prefix (installing over an environment "
-                         "would mix packages the lock does not list)")
-    created = not prefix.exists()
+    created = _check_prefix(prefix, clear_incomplete, progress)
     try:
+        _write_marker(prefix, manifest)
         conda = 0
         if manifest["flavor"] == "conda":
             conda = _install_conda(manifest, prefix, cache_dir, ca_cert, progress)
         else:
             _make_venv(prefix, manifest["target"]["python"], progress)
         pip = _install_pip(lock_dir, prefix, ca_cert, progress)
-    except BaseException:
+        (prefix / MARKER).unlink(missing_ok=True)
+    except BaseException as exc:
         if created:
             _remove(prefix)
+            note_rollback(exc, f"removed the half-installed prefix {prefix}")
         else:  # it was empty: leave it empty
-            for child in list(prefix.iterdir()) if prefix.exists() else []:
-                if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child, ignore_errors=True)
-                else:
-                    child.unlink(missing_ok=True)
+            _empty(prefix)
+            note_rollback(exc, f"emptied {prefix} again")
+        if isinstance(exc, OSError):
+            raise filesystem_error(exc, "installing into", prefix) from None
         raise
     return InstallResult(prefix=prefix, conda_packages=conda, pip_packages=pip,
                          python=prefix / "bin" / "python")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from envgen.atomic import write_file
+from envgen.atomic import write_file, write_files
 from envgen.errors import DataError, UsageError
 from envgen.results.record import Problem, RecordError, ResultRecord, parse
 
@@ -55,6 +55,20 @@ def write_atomic(path: Path, data: bytes) -> None:
     write_file(path, data, durable=True)
 
 
+def load_many(dirs: list[Path] | tuple[Path, ...]) -> list[StoredRecord]:
+    """The records of several results directories (the shipped matrix's and the data
+    directory's), each record once, in :func:`load`'s order."""
+    seen: set[str] = set()
+    found: list[StoredRecord] = []
+    for folder in dirs:
+        for stored in load(folder):
+            if stored.record.id not in seen:
+                seen.add(stored.record.id)
+                found.append(stored)
+    found.sort(key=lambda s: (s.record.combination, s.record.finished_at, s.path.name))
+    return found
+
+
 def read_record_file(path: Path) -> tuple[ResultRecord | None, list[Problem]]:
     """Parse and validate one record file; the problems instead when it is not valid."""
     try:
@@ -74,7 +88,8 @@ def read_record_file(path: Path) -> tuple[ResultRecord | None, list[Problem]]:
     return (None, problems) if problems else (record, [])
 
 
-def add(results_dir: Path, paths: list[Path] | tuple[Path, ...]) -> list[AddOutcome]:
+def add(results_dir: Path, paths: list[Path] | tuple[Path, ...], *,
+        source: str | None = None) -> list[AddOutcome]:
     """Store the records in ``paths`` under ``results_dir``; one outcome per input, in order.
 
     Every input is validated first: if any is invalid, nothing is written and the error lists
@@ -105,9 +120,8 @@ def add(results_dir: Path, paths: list[Path] | tuple[Path, ...]) -> list[AddOutc
         exists = target in planned or _already_stored(target, record, data, source)
         plan.append((record, target, data, not exists))
         planned.add(target)
-    for _, target, data, new in plan:
-        if new:
-            write_atomic(target, data)
+    write_files({target: data for _, target, data, new in plan if new}, durable=True,
+                source=source)
     return [AddOutcome(record, target, new) for record, target, _, new in plan]
 
 

@@ -16,12 +16,13 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from envgen.atomic import write_files
 from envgen.errors import InfeasibleError, UsageError
 from envgen.facts.model import Facts
 from envgen.resolve import Combination, Request, resolve
 from envgen.resolve.combination import parse_combination_id
 from envgen.results.status import STATUSES, UNTESTED, CombinationStatus, statuses
-from envgen.results.store import StoredRecord, write_atomic
+from envgen.results.store import StoredRecord
 from envgen.versions import dotted_key, parse_version
 
 REGENERATE = "envgen table --write"
@@ -247,13 +248,16 @@ def write_outputs(table: Table, *, page: Path, data: Path, readme: Path) -> list
         readme: replace_block(old_readme, render_readme_block(table, readme, page),
                               name=str(readme)),
     }
-    written = []
+    written, changed_files = [], {}
     for path, content in outputs.items():
         try:
             changed = path.read_bytes() != content
         except FileNotFoundError:
             changed = True
+        except OSError:  # a folder or an unreadable file there: write_files says why
+            changed = True
         if changed:
-            write_atomic(path, content)
+            changed_files[path] = content
         written.append(Written(path, changed))
+    write_files(changed_files, durable=True)  # all three, or none
     return written

@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from envgen.errors import EnvgenError, UsageError
+from envgen.errors import EnvgenError, EnvironmentProblem, UsageError
 
 VERIFY_DIR = Path(__file__).resolve().parent
 SMOKE = VERIFY_DIR / "smoke.py"
@@ -84,6 +84,35 @@ class SmokeResult:
                 "seconds": round(self.seconds, 3)}
 
 
+def start(cmd: list[str], **kwargs) -> subprocess.Popen:
+    """Start ``cmd`` in a process group of its own, so :func:`stop` reaches everything it
+    starts (torchrun's ranks); text mode."""
+    try:
+        return subprocess.Popen(cmd, text=True, start_new_session=True, **kwargs)
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot start {cmd[0]}: {exc.strerror or exc}",
+                                 hint="check --python / --docker-cli") from None
+
+
+def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """SIGTERM the process group (docker run passes it to the container, torchrun to its
+    ranks), then SIGKILL what is left after ``grace`` seconds."""
+    import contextlib
+    import os
+    import signal
+
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def gpu_count(target: Target | str) -> int:
     """Visible GPUs as the target's torch sees them (0 without CUDA or without a GPU)."""
     target = Target(python=target) if isinstance(target, str) else target
@@ -120,13 +149,18 @@ def run_smoke(python: str | Target, framework: str, nproc: int | None = None,
         chosen = backend if backend != "auto" else ("nccl" if gpus else "gloo")  # as smoke.py
         progress(f"torchrun: {nproc} processes, backend {chosen}, framework {framework}")
         started = time.monotonic()
+        proc = start(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env,
-                                  timeout=timeout + 60)
-            code, log = proc.returncode, proc.stdout + proc.stderr
-        except subprocess.TimeoutExpired as exc:
+            stdout, stderr = proc.communicate(timeout=timeout + 60)
+            code, log = proc.returncode, stdout + stderr
+        except subprocess.TimeoutExpired:
+            stop(proc)
+            stdout, stderr = proc.communicate()
             code = 124
-            log = f"{exc.stdout or ''}{exc.stderr or ''}\ntorchrun killed after {timeout + 60} s"
+            log = f"{stdout or ''}{stderr or ''}\ntorchrun killed after {timeout + 60} s"
+        except BaseException:  # Ctrl-C, SIGTERM: the ranks (or the container) go too
+            stop(proc)
+            raise
         seconds = time.monotonic() - started
         ranks = [json.loads(p.read_text()) for p in sorted(out.glob("rank-*.json"))]
     if not ranks:

@@ -2,7 +2,7 @@
 the skip-if-built paths (local and registry), push/pull through a local registry, a failing
 build that leaves no containers, and the BuildKit engine.
 
-The lock is the venv flavor of the stand-in combination (tests/lock/conftest.py), whose
+The lock is the venv flavor of the stand-in combination (tests/support/lock_env.py), whose
 wheels the builder installs from the loopback index (so RUN steps use --network host).
 """
 

@@ -164,7 +164,7 @@ def test_venv_flavor_locks_nvcc_from_pip_and_installs(make_args, tmp_path):
 
 def test_venv_flavor_on_cuda_12_is_a_clear_error(make_args, tmp_path):
     proc = run_envgen(*make_args, "--flavor", "venv", "--cuda", "12.8")
-    assert proc.returncode == 2
+    assert proc.returncode == 3
     assert "the venv flavor has no CUDA 12.8 compiler" in proc.stderr
     assert "without --flavor" in proc.stderr
     assert not (tmp_path / "locks").exists()
@@ -189,14 +189,14 @@ def _swap(args: list[str], option: str, value: str) -> list[str]:
 def test_unreachable_source_names_url_and_option(make_args, tmp_path, option, path):
     url = f"http://127.0.0.1:{_dead_port()}/{path}"
     proc = run_envgen(*_swap(make_args, option, url), "--cuda", "12.8")
-    assert proc.returncode == 1, proc.stderr
+    assert proc.returncode == 4, proc.stderr
     assert url in proc.stderr and option in proc.stderr
     assert not (tmp_path / "locks").exists() or not any((tmp_path / "locks").iterdir())
 
 
 def test_offline_uses_only_the_cache(make_args, tmp_path):
     cold = run_envgen(*make_args, "--cuda", "12.8", "--offline")
-    assert cold.returncode == 1 and "--offline" in cold.stderr
+    assert cold.returncode == 4 and "--offline" in cold.stderr
     assert run_envgen(*make_args, "--cuda", "12.8").returncode == 0  # fills the caches
     d = lock_dir(tmp_path)
     first = {p.name: p.read_bytes() for p in d.iterdir()}

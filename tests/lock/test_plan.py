@@ -213,7 +213,7 @@ def test_parse_pylock_rejects_files_without_hashes():
 @pytest.mark.parametrize("argv, code, message", [
     (["make", "--ca-cert", "/nonexistent.pem"], 2, "No such file"),
     (["make", "--flavor", "pip"], 2, "unknown flavor 'pip'"),
-    (["install", "/nonexistent-lock", "--prefix", "/tmp/x"], 1, "not an envgen lock directory"),
+    (["install", "/nonexistent-lock", "--prefix", "/tmp/x"], 2, "/nonexistent-lock does not exist"),
 ])
 def test_cli_usage_errors(argv, code, message, capsys, lock_matrix):
     from envgen.cli.main import main

@@ -1,15 +1,7 @@
-"""`envgen results add|show` and `envgen table` as a user runs them (subprocesses).
-
-PENDING WIRING: these tests need envgen/cli/main.py to register the commands:
-    results_cmd.register(sub, common)
-    table_cmd.register(sub, common)
-Until it does, the whole module is skipped with that reason; once it does, they run as they
-are (nothing here needs changing).
-"""
+"""`envgen results add|show` and `envgen table` as a user runs them (subprocesses)."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 from pathlib import Path
@@ -18,19 +10,7 @@ import pytest
 from results_data import GOLDEN, INVALID, RECORDS
 from support.run import run_envgen
 
-from envgen.cli.main import build_parser
-
-
-def _wired() -> bool:
-    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    return {"results", "table"} <= set(sub.choices)
-
-
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not _wired(), reason="PENDING: envgen/cli/main.py does not register "
-                       "results_cmd / table_cmd yet"),
-]
+pytestmark = pytest.mark.integration
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
-"""Real local stand-ins for the lock tests: a conda channel built from small real conda
+"""Real local stand-ins for the lock tests (and the fault suite; registered for every test by
+tests/conftest.py): a conda channel built from small real conda
 packages and indexed by rattler, and a PEP 503 index on loopback serving small real wheels.
 
 The combination the tests lock comes from a copy of the fixture matrix extended with one CUDA
@@ -15,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from support.conda_channel import build_channel, toolchain_packages
 from support.index_server import IndexServer
 from support.run import HOST_PY

@@ -79,9 +79,24 @@ def envgen(*args: str, env: dict | None) -> subprocess.CompletedProcess:
 
 
 def write_lock(directory: Path, combination: str, framework: str) -> Path:
-    """What a record takes from a lock: its id, lock hash and framework."""
+    """A lock manifest (valid, with its manifest hash) for a venv built outside envgen make:
+    a record takes its id, lock hash and framework from it."""
+    from envgen.lock.manifest import SCHEMA, manifest_hash
+    from envgen.resolve.combination import parse_combination_id
+
+    fields = parse_combination_id(combination)
+    assert fields and fields["framework"] == framework
+    doc = {
+        "schema": SCHEMA, "id": combination, "flavor": "venv", "lock_hash": LOCK_HASH,
+        "inputs_hash": LOCK_HASH, "combination": {"id": combination, **fields},
+        "target": {"platform": fields["platform"], "python": fields["python"].rstrip("t"),
+                   "python_platform": "x86_64-manylinux_2_36"},
+        "conda": None,
+        "pip": {"index_url": "https://pypi.org/simple", "extra_index_urls": [],
+                "requirements": [], "packages": 0},
+        "toolchain": {}, "image": None, "tools": {}, "files": {},
+    }
+    doc["manifest_hash"] = manifest_hash(doc)
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "envgen.lock.json").write_text(json.dumps({
-        "schema": 1, "id": combination, "lock_hash": LOCK_HASH,
-        "combination": {"framework": framework, "id": combination}, "files": {}}))
+    (directory / "envgen.lock.json").write_text(json.dumps(doc, indent=2))
     return directory
