@@ -65,7 +65,8 @@ def version_matcher(option: str, value: str):
     """
     value = value.strip()
     if not value:
-        raise UsageError(f"{option} is empty", hint=f"give a version, e.g. {option} 2.5")
+        raise UsageError(f"{option} is empty", hint=f"give a version, e.g. {option} 2.5",
+                         source=option)
     if value[0] in "<>=!~":
         try:
             parse_spec(value)
@@ -73,6 +74,7 @@ def version_matcher(option: str, value: str):
             raise UsageError(
                 f"{option} {value!r} is not a valid version specifier",
                 hint=f"use a PEP 440 specifier such as {option} '>=2.4,<2.6' or a version",
+                source=option,
             ) from None
         return lambda v: spec_contains(value, v)
     try:
@@ -80,7 +82,7 @@ def version_matcher(option: str, value: str):
     except InvalidVersion:
         raise UsageError(
             f"{option} {value!r} is not a version",
-            hint=f"use a version such as {option} 2.5 or {option} 2.5.1",
+            hint=f"use a version such as {option} 2.5 or {option} 2.5.1", source=option,
         ) from None
     parts = len(wanted.release)
 

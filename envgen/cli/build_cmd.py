@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from envgen import validate
 from envgen.cli.context import Context
+from envgen.cli.make_cmd import check_ca_cert
 from envgen.cli.render import dump_json
 from envgen.errors import UsageError
 
@@ -26,8 +27,9 @@ Engines: sdk (default) talks to the daemon through the docker SDK, whose classic
 no RUN cache mounts (envgen drops them; the steps are the same, ccache just starts cold);
 buildkit runs `docker build` with BuildKit and keeps them.
 
-exit codes: 0 built (or already built), 1 the build or push failed (the failing step and the
-log tail are shown; no stopped containers are left), 2 usage error.
+exit codes: 0 built (or already built), 1 the build failed (the failing step and the log
+tail are shown; no stopped containers are left), 2 usage error, 4 environment (the Docker
+daemon or the registry cannot be reached or refused: push, login), 130/143 interrupted.
 """
 
 
@@ -70,29 +72,32 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 def _build_args(values: list[str]) -> dict[str, str]:
     out = {}
     for v in values:
-        key, sep, val = v.partition("=")
+        key, sep, val = validate.text(v, "--build-arg", "--build-arg").partition("=")
         if not sep or not key:
             raise UsageError(f"--build-arg {v!r} is not KEY=VALUE",
-                             hint="e.g. --build-arg MAX_JOBS=8")
-        out[key] = val
+                             hint="e.g. --build-arg MAX_JOBS=8", source="--build-arg")
+        out[validate.identifier(key, "--build-arg name", "--build-arg")] = val
     return out
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from envgen.image.build import BuildOptions, build_image
 
-    lock_dir = Path(args.lock_dir)
+    lock_dir = validate.path(args.lock_dir, "DIR", "DIR")
     if not lock_dir.is_dir():
         raise UsageError(f"{lock_dir} is not a directory",
-                         hint="pass the directory `envgen make --image` wrote (locks/<id>)")
-    ca = ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT", many=True) or []
+                         hint="pass the directory `envgen make --image` wrote (locks/<id>)",
+                         source="DIR")
+    ca = ctx.setting(args, "ca-cert") or ()
+    for cert in ca:
+        check_ca_cert(cert, ctx.source("ca-cert"))
     options = BuildOptions(
-        registry=ctx.setting(args, "registry", "ENVGEN_REGISTRY"),
-        tags=tuple(args.tag), push=args.push, ca_certs=tuple(Path(c) for c in ca),
-        engine=ctx.setting(args, "engine", "ENVGEN_ENGINE") or "sdk", network=args.network,
+        registry=ctx.setting(args, "registry"),
+        tags=tuple(validate.image_ref(t, "--tag", "--tag") for t in args.tag), push=args.push,
+        ca_certs=tuple(ca), engine=ctx.setting(args, "engine") or "sdk",
+        network=validate.name(args.network, "--network", "--network") if args.network else None,
         build_args=_build_args(args.build_arg), target=args.target, force=args.force,
-        no_cache=args.no_cache,
-        docker_cli=ctx.setting(args, "docker-cli", "ENVGEN_DOCKER_CLI") or "docker")
+        no_cache=args.no_cache, docker_cli=ctx.setting(args, "docker-cli") or "docker")
     result = build_image(lock_dir, options, progress=ctx.progress,
                          log=ctx.debug if ctx.verbose else None)
     if ctx.json:

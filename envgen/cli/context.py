@@ -1,12 +1,14 @@
-"""What every subcommand receives: where the matrix is, how to report, the resolved config."""
+"""What every subcommand receives: where the matrix and the data are, how to report, the
+checked config, and where each setting came from."""
 
 from __future__ import annotations
 
-import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
+
+from envgen import config as _config
 
 
 @dataclass
@@ -16,11 +18,14 @@ class Context:
     quiet: bool = False
     verbose: bool = False
     config: dict[str, Any] = field(default_factory=dict)
+    config_path: Path | None = None
+    data_dir: Path | None = None  # where refreshed facts and results are written
     out: TextIO = field(default_factory=lambda: sys.stdout)
     err: TextIO = field(default_factory=lambda: sys.stderr)
+    sources: dict[str, str] = field(default_factory=dict)  # setting → "--flag" / ENV / file:key
 
     def progress(self, message: str) -> None:
-        """One line of progress on stderr (suppressed by --quiet and in --json mode's stdout)."""
+        """One line of progress on stderr (suppressed by --quiet)."""
         if not self.quiet:
             print(message, file=self.err, flush=True)
 
@@ -28,15 +33,29 @@ class Context:
         if self.verbose:
             print(message, file=self.err, flush=True)
 
-    def setting(self, args: Any, name: str, env: str, many: bool = False,
-                attr: str | None = None) -> Any:
-        """An option's value: the flag, then config key ``name`` (envgen.toml /
-        [tool.envgen]), then environment variable ``env`` (space-separated when ``many``)."""
-        value = getattr(args, attr or name.replace("-", "_"), None)
-        if value is None:
-            value = self.config.get(name)
-        if value is None and os.environ.get(env):
-            value = os.environ[env].split() if many else os.environ[env]
-        if many and isinstance(value, str):
-            value = value.split()
+    def setting(self, args: Any, name: str) -> Any:
+        """A setting's checked value: the flag, then config key ``name`` (envgen.toml /
+        [tool.envgen]), then its environment variable (see envgen.config.SETTINGS); a tuple
+        for list settings. Where it came from is kept in ``sources[name]``."""
+        spec = _config.SETTINGS[name]
+        flag_value = getattr(args, spec.attr, None) if spec.attr else None
+        value, source = _config.setting(name, flag_value, self.config, self.config_path)
+        if source:
+            self.sources[name] = source
         return value
+
+    def source(self, name: str, default: str | None = None) -> str | None:
+        """Where setting ``name`` came from (after ``setting``), for error messages."""
+        return self.sources.get(name, default)
+
+    @property
+    def results_dir(self) -> Path:
+        """Where new result records are stored: <data dir>/results."""
+        return (self.data_dir or self.matrix_dir) / "results"
+
+    def results_dirs(self) -> list[Path]:
+        """Where records are read from: the shipped matrix's and the data dir's."""
+        dirs = [self.matrix_dir / "results"]
+        if self.data_dir and self.data_dir.resolve() != self.matrix_dir.resolve():
+            dirs.append(self.data_dir / "results")
+        return dirs

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
+from envgen import validate
 from envgen.cli.context import Context
-from envgen.cli.make_cmd import check_ca_cert
+from envgen.cli.make_cmd import cache_dir, one_ca_cert
 from envgen.cli.render import dump_json
-from envgen.config import cache_root
 from envgen.lock.install import install
 
 EPILOG = """\
@@ -21,7 +20,14 @@ Conda flavor: py-rattler downloads each conda package, checks its sha256 against
 links it; then the prefix's pip installs requirements.lock.txt with --require-hashes --no-deps
 (no resolution on the target; pip.conf and PIP_* index settings are ignored). Venv flavor: a
 venv of the locked Python (it must be installed here), then the same pip step.
-A failed install removes the prefix it created. Exit codes: 0 installed, 1 failure, 2 usage.
+A failed or interrupted install (Ctrl-C, SIGTERM) removes the prefix it created (or empties
+the empty folder it was given). An install killed outright leaves its marker
+(PREFIX/.envgen-install.json): the next install into PREFIX names it, and --clear-incomplete
+removes it first. Before installing, the manifest's own hash and every lock file's hash are
+checked: an edited lock is refused.
+
+exit codes: 0 installed, 1 failure (an edited lock, a hash mismatch, pip or the conda
+installer failed), 2 usage error, 4 environment (network, filesystem), 130/143 interrupted.
 """
 
 
@@ -35,17 +41,19 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--ca-cert", metavar="FILE", help="CA bundle for a TLS-intercepting proxy")
     p.add_argument("--cache-dir", metavar="DIR",
                    help="package cache (default $ENVGEN_CACHE_DIR or ~/.cache/envgen)")
+    p.add_argument("--clear-incomplete", action="store_true",
+                   help="if PREFIX holds an envgen install that was killed before it finished, "
+                   "remove it and install again")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
-    ca_cert = ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT")
-    check_ca_cert(ca_cert)
-    cache = ctx.setting(args, "cache-dir", "ENVGEN_CACHE_DIR")
-    result = install(Path(args.lock_dir), Path(args.prefix),
-                     cache_dir=Path(cache).expanduser() if cache else cache_root(),
-                     ca_cert=Path(ca_cert) if ca_cert else None, progress=ctx.progress)
+    ca_cert = one_ca_cert(ctx, args)
+    lock_dir = validate.path(args.lock_dir, "DIR", "DIR")
+    prefix = validate.path(args.prefix, "--prefix", "--prefix")
+    result = install(lock_dir, prefix, cache_dir=cache_dir(ctx, args), ca_cert=ca_cert,
+                     clear_incomplete=args.clear_incomplete, progress=ctx.progress)
     elapsed = time.monotonic() - started
     if ctx.json:
         dump_json({"prefix": str(result.prefix), "python": str(result.python),

@@ -1,14 +1,24 @@
-"""``envgen`` entry point: parse, dispatch, turn library errors into messages and exit codes.
+"""``envgen`` entry point: parse, dispatch, and turn every failure into one message and one
+exit code (the only place that exits).
 
-Exit codes: 0 ok, 1 failure (network, data, build), 2 usage error or infeasible request.
+Exit codes: 0 ok, 1 failure or problems found, 2 usage, 3 infeasible request, 4 environment
+(index, daemon, registry, filesystem); 130 / 143 after SIGINT / SIGTERM (work rolled back).
+With ``--json`` every error is also ``{"error": {"kind", "message", "fix", "source"}}`` on
+stdout. No traceback reaches the user unless ``--debug``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import re
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+import traceback
+from collections.abc import Iterator, Sequence
 
 from envgen import __version__
 from envgen.cli import (
@@ -25,7 +35,13 @@ from envgen.cli import (
 )
 from envgen.cli.context import Context
 from envgen.config import find_config
-from envgen.errors import EnvgenError, UsageError
+from envgen.errors import (
+    EnvgenError,
+    Interrupted,
+    UsageError,
+    filesystem_error,
+    rollback_notes,
+)
 
 DESCRIPTION = """\
 envgen resolves DeepSpeed / Megatron-Core / Colossal-AI environments that install on the
@@ -34,7 +50,12 @@ from a compatibility matrix harvested from the real package indexes, and locks t
 pip, every file hash-pinned, nvcc matching torch's CUDA exactly).
 """
 
-EPILOG = """\
+EXIT_CODES = """\
+exit codes: 0 ok, 1 failure or problems found, 2 usage error, 3 no feasible combination,
+4 environment (index, Docker daemon, registry, filesystem), 130/143 interrupted (rolled back).
+With --json, errors are {"error": {"kind", "message", "fix", "source"}} on stdout."""
+
+EPILOG = f"""\
 examples:
   envgen resolve --framework deepspeed --cuda 12.1
   envgen resolve --framework megatron-core --gpu-arch sm_90 --driver 535.104.05 --json
@@ -44,33 +65,42 @@ examples:
   envgen build locks/<id>         # the image, ops compiled, tagged by content
   envgen matrix show --kind torch --cuda 12.4
   envgen matrix update            # show what changed on the indexes
-  envgen matrix update --write    # and write it into matrix/
+  envgen matrix update --write    # and write it into the data directory
 
-exit codes: 0 ok, 1 failure, 2 usage error or no feasible combination.
+{EXIT_CODES}
 configuration: envgen.toml or [tool.envgen] in pyproject.toml; see README "Configuration".
 """
 
+_ARG_SOURCE = re.compile(r"^argument (-[-\w]+)")
+
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # argparse exits 2 already; add the hint line
-        self.print_usage(sys.stderr)
-        print(f"envgen: error: {message}\n  hint: run `{self.prog} --help` for the options",
-              file=sys.stderr)
-        raise SystemExit(2)
+    def error(self, message: str):  # a usage error like any other (text or JSON)
+        match = _ARG_SOURCE.match(message)
+        err = UsageError(message, hint=f"run `{self.prog} --help` for the options",
+                         source=match.group(1) if match else None)
+        err.report = self.format_usage().rstrip()
+        raise err
 
 
 def common_options() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                   help="machine-readable JSON on stdout")
+                   help="machine-readable JSON on stdout (errors too)")
     g.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS,
                    help="no progress output on stderr")
     g.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
                    help="more detail on stderr")
+    g.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                   help="show the traceback of an unexpected error")
     g.add_argument("--matrix-dir", metavar="DIR", default=argparse.SUPPRESS,
-                   help="the matrix data directory (default: $ENVGEN_MATRIX_DIR, config "
-                   "matrix-dir, then the one shipped with envgen)")
+                   help="the matrix data to read (default: config matrix-dir, "
+                   "$ENVGEN_MATRIX_DIR, then the one shipped with envgen)")
+    g.add_argument("--data", metavar="DIR", default=argparse.SUPPRESS,
+                   help="where refreshed facts and result records are written (default: "
+                   "config data-dir, $ENVGEN_DATA, the matrix of a checkout, else "
+                   "~/.local/share/envgen); never the installed package")
     return p
 
 
@@ -97,49 +127,112 @@ def build_parser() -> argparse.ArgumentParser:
     matrix_show.register(msub, common)
     matrix_update.register(msub, common)
     matrix_github.register(msub, common)
-    matrix.set_defaults(func=lambda args, ctx: _missing(matrix))
+    matrix.set_defaults(func=lambda args, ctx: _missing(matrix, "matrix SUBCOMMAND"))
     return parser
 
 
-def _missing(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return 2
+def _missing(parser: argparse.ArgumentParser, what: str) -> int:
+    raise UsageError(f"{parser.prog}: which {what.split()[-1].lower()}?",
+                     hint=f"run `{parser.prog} --help` to list them")
 
 
 def make_context(args: argparse.Namespace) -> Context:
-    from envgen.facts.locate import find_matrix_dir
+    from envgen.facts.locate import check_data_dir, default_data_dir, find_matrix_dir
 
-    _, config = find_config()
-    matrix_dir = getattr(args, "matrix_dir", None) or config.get("matrix-dir")
-    return Context(
-        matrix_dir=find_matrix_dir(matrix_dir),
-        json=getattr(args, "json", False),
-        quiet=getattr(args, "quiet", False),
-        verbose=getattr(args, "verbose", False),
-        config=config,
-    )
+    config_path, config = find_config()
+    ctx = Context(matrix_dir=None, json=getattr(args, "json", False),  # type: ignore[arg-type]
+                  quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False),
+                  config=config, config_path=config_path)
+    explicit = ctx.setting(args, "matrix-dir")
+    ctx.matrix_dir = find_matrix_dir(explicit, ctx.source("matrix-dir"))
+    data = ctx.setting(args, "data-dir")
+    ctx.data_dir = check_data_dir(data, ctx.source("data-dir")) if data else default_data_dir(
+        ctx.matrix_dir)
+    return ctx
+
+
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
+    """SIGTERM (CI cancellation, `timeout`, `docker stop`) raises errors.Interrupted, so the
+    same rollbacks run as for Ctrl-C."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, _frame):
+        raise Interrupted(signum)
+
+    saved = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, saved)
+
+
+def _wants(argv: list[str], flag: str) -> bool:
+    head = argv[:argv.index("--")] if "--" in argv else argv
+    return flag in head
+
+
+def _report(err: EnvgenError, as_json: bool) -> int:
+    report = getattr(err, "report", None)
+    if report:
+        print(report, file=sys.stderr)
+    print(f"envgen: error: {err.message}", file=sys.stderr)
+    if err.source:
+        print(f"  source: {err.source}", file=sys.stderr)
+    if err.hint:
+        print(f"  hint: {err.hint}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"error": err.to_dict()}, indent=2, ensure_ascii=False))
+    return err.exit_code
+
+
+def _interrupted(exc: KeyboardInterrupt, as_json: bool) -> int:
+    signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
+    name = signal.Signals(signum).name
+    notes = rollback_notes(exc)
+    done = "; ".join(notes) if notes else "nothing was written"
+    message = f"interrupted by {name}; {done}"
+    print(f"envgen: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"error": {"kind": "interrupted", "message": message, "fix": None,
+                                    "source": name}}, indent=2))
+    return 128 + signum
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help(sys.stderr)
-        return 2
-    try:
-        ctx = make_context(args)
-        return int(args.func(args, ctx) or 0)
-    except EnvgenError as exc:
-        report = getattr(exc, "report", None)
-        if report:
-            print(report, file=sys.stderr)
-        print(f"envgen: error: {exc.message}", file=sys.stderr)
-        if exc.hint:
-            print(f"  hint: {exc.hint}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("envgen: interrupted; nothing was written", file=sys.stderr)
-        return 130
+    argv = list(sys.argv[1:] if argv is None else argv)
+    as_json, debug = _wants(argv, "--json"), _wants(argv, "--debug")
+    with _sigterm_raises():
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            if not getattr(args, "func", None):
+                parser.print_help(sys.stderr)
+                raise UsageError("which command?", hint="run `envgen --help` to list them")
+            ctx = make_context(args)
+            return int(args.func(args, ctx) or 0)
+        except EnvgenError as exc:
+            if debug:
+                traceback.print_exc()
+            return _report(exc, as_json)
+        except KeyboardInterrupt as exc:
+            return _interrupted(exc, as_json)
+        except BrokenPipeError:
+            raise  # the reader of stdout left: entrypoint() handles it
+        except OSError as exc:  # a filesystem error no layer expected
+            if debug:
+                traceback.print_exc()
+            return _report(filesystem_error(exc, "accessing", exc.filename), as_json)
+        except Exception as exc:  # a bug: say so, keep the traceback for --debug
+            if debug:
+                traceback.print_exc()
+            err = EnvgenError(f"internal error: {type(exc).__name__}: {exc}",
+                              hint="this is a bug in envgen; rerun with --debug for the "
+                              "traceback and report it")
+            err.kind = "internal"
+            return _report(err, as_json)
 
 
 def entrypoint() -> None:

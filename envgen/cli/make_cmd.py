@@ -7,9 +7,15 @@ import json
 import time
 from pathlib import Path
 
+from envgen import validate
 from envgen.cli.context import Context
 from envgen.cli.render import dump_json
-from envgen.cli.resolve_cmd import add_request_options, request_from_args, resolve_or_explain
+from envgen.cli.resolve_cmd import (
+    AXES,
+    add_request_options,
+    request_from_args,
+    resolve_or_explain,
+)
 from envgen.config import cache_root
 from envgen.errors import UsageError
 from envgen.facts import load_facts
@@ -41,7 +47,10 @@ sources (flag, then envgen.toml / [tool.envgen], then environment variable):
   --ca-cert          ca-cert             ENVGEN_CA_CERT
   --cache-dir        cache-dir           ENVGEN_CACHE_DIR
 
-exit codes: 0 written, 1 failure (network, solve, data), 2 usage error or infeasible request.
+exit codes: 0 written, 1 failure (solve, data), 2 usage error, 3 no feasible combination,
+4 environment (an unreachable channel or index, the filesystem). Nothing is written unless
+everything succeeded; OUT/<id>/ is replaced only if envgen wrote it (a file or a folder of
+yours there is refused).
 """
 
 
@@ -95,7 +104,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def check_ca_cert(ca_cert: str | None) -> None:
+def check_ca_cert(ca_cert: Path | None, source: str | None = "--ca-cert") -> None:
     """A CA bundle must be a readable PEM file with at least one certificate."""
     if not ca_cert:
         return
@@ -103,79 +112,139 @@ def check_ca_cert(ca_cert: str | None) -> None:
     try:
         text = path.read_text(encoding="ascii", errors="replace")
     except OSError as exc:
-        raise UsageError(f"--ca-cert {ca_cert}: {exc.strerror or exc}",
-                         hint="give the path of a PEM bundle with your proxy's CA") from None
+        raise UsageError(f"{source} {ca_cert}: {exc.strerror or exc}",
+                         hint="give the path of a PEM bundle with your proxy's CA",
+                         source=source) from None
     if "-----BEGIN CERTIFICATE-----" not in text:
-        raise UsageError(f"--ca-cert {ca_cert} holds no PEM certificate",
-                         hint="export your proxy's CA as PEM (-----BEGIN CERTIFICATE-----)")
+        raise UsageError(f"{source} {ca_cert} holds no PEM certificate",
+                         hint="export your proxy's CA as PEM (-----BEGIN CERTIFICATE-----)",
+                         source=source)
+
+
+def one_ca_cert(ctx: Context, args: argparse.Namespace) -> Path | None:
+    """The single CA bundle make/install/update take (checked: a readable PEM file)."""
+    certs = ctx.setting(args, "ca-cert")
+    if not certs:
+        return None
+    source = ctx.source("ca-cert")
+    if len(certs) > 1:
+        raise UsageError(f"{source} names {len(certs)} files; this command takes one CA bundle",
+                         hint="concatenate the PEM files into one bundle", source=source)
+    check_ca_cert(certs[0], source)
+    return certs[0]
+
+
+def cache_dir(ctx: Context, args: argparse.Namespace) -> Path:
+    return ctx.setting(args, "cache-dir") or cache_root()
 
 
 def options_from_args(args: argparse.Namespace, ctx: Context) -> LockOptions:
-    ca_cert = ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT")
-    check_ca_cert(ca_cert)
-    channels = ctx.setting(args, "channels", "ENVGEN_CHANNELS", many=True, attr="channel")
-    cache = ctx.setting(args, "cache-dir", "ENVGEN_CACHE_DIR")
+    channels = ctx.setting(args, "channels")
+    exclude_newer = args.exclude_newer
+    if exclude_newer is not None:
+        exclude_newer = validate.date(exclude_newer, "--exclude-newer", "--exclude-newer")
     return LockOptions(
         flavor=args.flavor or "conda",
         channels=tuple(channels) if channels else None,
-        channel_alias=ctx.setting(args, "channel-alias", "ENVGEN_CHANNEL_ALIAS"),
-        index_url=ctx.setting(args, "index-url", "ENVGEN_INDEX_URL"),
-        extra_index_urls=tuple(ctx.setting(args, "extra-index-url", "ENVGEN_EXTRA_INDEX_URL",
-                                        many=True) or ()),
-        torch_index_url=ctx.setting(args, "torch-index-url", "ENVGEN_TORCH_INDEX_URL"),
-        exclude_newer=getattr(args, "exclude_newer", None),
+        channel_alias=ctx.setting(args, "channel-alias"),
+        index_url=ctx.setting(args, "index-url"),
+        extra_index_urls=tuple(ctx.setting(args, "extra-index-url") or ()),
+        torch_index_url=ctx.setting(args, "torch-index-url"),
+        exclude_newer=exclude_newer,
         offline=bool(getattr(args, "offline", False)),
-        cache_dir=Path(cache).expanduser() if cache else cache_root(),
-        ca_cert=Path(ca_cert) if ca_cert else None,
+        cache_dir=cache_dir(ctx, args),
+        ca_cert=one_ca_cert(ctx, args),
     )
+
+
+def _conflicts(request, fields: dict[str, str]) -> list[str]:
+    """Request flags the combination id contradicts ("--cuda 12.1 (the id has 13.2)")."""
+    from envgen.resolve.request import cuda_matches, matcher
+
+    out = []
+    for axis, value in fields.items():
+        asked = getattr(request, axis)
+        if asked is None or (axis == "platform" and asked == "linux-x86_64"):
+            continue
+        if axis in ("torch", "framework_version"):
+            ok = matcher(f"--{axis.replace('_', '-')}", asked)(value)
+        elif axis == "cuda":
+            ok = cuda_matches(asked.lower().removeprefix("cu"), value)
+        else:
+            ok = asked.strip().lower().replace("_", "-") == value
+        if not ok:
+            out.append(f"--{axis.replace('_', '-')} {asked} (the id has {value})")
+    return out
 
 
 def choose(args: argparse.Namespace, ctx: Context, facts) -> Combination:
     from dataclasses import replace
 
     request = request_from_args(args, ctx)
-    if getattr(args, "combination", None):
-        fields = parse_combination_id(args.combination)
+    combination = getattr(args, "combination", None)
+    if combination:
+        combination = validate.text(combination, "--combination", "--combination").strip()
+        fields = parse_combination_id(combination)
         if fields is None:
-            raise UsageError(f"--combination {args.combination!r} is not a combination id",
+            raise UsageError(f"--combination {combination!r} is not a combination id",
                              hint="copy an id from `envgen resolve` (framework-version-torchX-"
-                             "cuXY-pyX.Y-osNN-arch)")
+                             "cuXY-pyX.Y-osNN-arch)", source="--combination")
+        # only flags can contradict the id; [defaults] from a config file are just defaults
+        from_flags = replace(request, **{
+            a: ("linux-x86_64" if a == "platform" else None) for a in AXES
+            if not ctx.sources.get(a, "").startswith("--")})
+        clash = _conflicts(from_flags, fields)
+        if clash:
+            raise UsageError(f"--combination {combination} contradicts {', '.join(clash)}",
+                             hint="drop the contradicting option(s): --combination already "
+                             "pins framework, versions, CUDA, Python, OS and platform",
+                             source="--combination")
         request = replace(request, **fields)
     if request.flavor is None:
         request = replace(request, flavor="conda")
     combo = resolve_or_explain(request, facts, ctx, limit=1)[0]
-    if getattr(args, "combination", None) and combo.id != args.combination:
-        raise UsageError(f"the matrix has no combination {args.combination}",
-                         hint=f"the closest is {combo.id}; list them with `envgen resolve`")
+    if combination and combo.id != combination:
+        raise UsageError(f"the matrix has no combination {combination}",
+                         hint=f"the closest is {combo.id}; list them with `envgen resolve`",
+                         source="--combination")
     return combo
+
+
+def _is_lock_dir(path: Path) -> bool:
+    return (path / MANIFEST).is_file()
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
-    facts = load_facts(ctx.matrix_dir)
+    if args.base and not args.image:
+        raise UsageError("--base only applies with --image", hint="add --image", source="--base")
+    out = ctx.setting(args, "out") or validate.path("locks", "--out")
     options = options_from_args(args, ctx)
+    image = None
+    if args.image:  # every setting is checked before any work starts
+        from envgen.image import ImageOptions
+        from envgen.resolve.request import normalize_arch
+
+        archs = (normalize_arch(args.gpu_arch),) if args.gpu_arch else ()
+        image = ImageOptions(base=ctx.setting(args, "base-image"), gpu_archs=archs)
+    facts = load_facts(ctx.matrix_dir, ctx.data_dir)
     combo = choose(args, ctx, facts)
     ctx.progress(f"resolved {combo.id}")
     recipes = None
-    if args.image:
+    if image is not None:
         from dataclasses import replace
 
-        from envgen.image import ImageOptions, load_recipes
-        from envgen.resolve.request import normalize_arch
+        from envgen.image import load_recipes
 
         recipes = load_recipes(ctx.matrix_dir)
-        archs = (normalize_arch(args.gpu_arch),) if args.gpu_arch else ()
-        options = replace(options, image=ImageOptions(
-            base=ctx.setting(args, "base-image", "ENVGEN_BASE_IMAGE", attr="base"),
-            gpu_archs=archs))
-    elif args.base:
-        raise UsageError("--base only applies with --image", hint="add --image")
+        options = replace(options, image=image)
     has_sources = (Path(ctx.matrix_dir) / "sources.toml").exists()
     sources = ({i.name: i.url for i in load_sources(ctx.matrix_dir).indexes}
                if has_sources else {})
     result = lock(facts, combo, options, sources, progress=ctx.progress, recipes=recipes)
-    out = Path(args.out or ctx.config.get("out") or "locks")
-    target = write_lock(out, result)
+    target = write_lock(out, result, source=ctx.source("out", "--out"),
+                        on_debris=lambda p: ctx.progress(f"removed {p}, left by an "
+                                                         "interrupted envgen run"))
     elapsed = time.monotonic() - started
     if ctx.json:
         dump_json({
@@ -188,9 +257,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         }, ctx.out)
         return 0
     toolkit = facts.toolkits.get(combo.nvcc)
-    print(summary(result, combo, target, elapsed, toolkit.max_gcc if toolkit else None),
-          file=ctx.out)
+    print(summary(result, combo, shown(target), elapsed,
+                  toolkit.max_gcc if toolkit else None), file=ctx.out)
     return 0
+
+
+def shown(path: Path) -> Path:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    import os
+
+    rel = os.path.relpath(path)
+    return Path(rel) if not rel.startswith("..") else path
 
 
 def summary(result, c: Combination, target: Path, elapsed: float, max_gcc: int | None) -> str:

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from envgen import validate
 from envgen.cli.context import Context
 
 EPILOG = """\
@@ -38,13 +39,15 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from envgen.ci.cells import github_matrix, load_cells
-    from envgen.results.store import load
+    from envgen.cli.results_cmd import results_dirs
+    from envgen.results.store import load_many
 
     matrix_dir = Path(ctx.matrix_dir)
-    cells = load_cells(Path(args.cells) if args.cells else matrix_dir / "cells.toml")
-    results = Path(args.results_dir) if args.results_dir else matrix_dir / "results"
-    verified = {s.record.lock_hash for s in load(results)}
-    matrix, counts = github_matrix(cells, Path(args.locks), verified, force=args.force)
+    cells = load_cells(validate.path(args.cells, "--cells", "--cells") if args.cells
+                       else matrix_dir / "cells.toml")
+    verified = {s.record.lock_hash for s in load_many(results_dirs(args, ctx))}
+    matrix, counts = github_matrix(cells, validate.path(args.locks, "--locks", "--locks"),
+                                   verified, force=args.force)
     ctx.progress(f"{counts['cells']} cells: {counts['due']} due ({counts['unlocked']} not "
                  f"locked yet), {counts['verified']} already verified")
     print(json.dumps(matrix, separators=(",", ":")), file=ctx.out)

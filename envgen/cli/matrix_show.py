@@ -64,7 +64,7 @@ def _filtered(facts: Facts, args: argparse.Namespace) -> dict[str, list]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    facts = load_facts(ctx.matrix_dir)
+    facts = load_facts(ctx.matrix_dir, ctx.data_dir)
     data = _filtered(facts, args)
     kind = args.kind or ("all" if ctx.json else "summary")
     if ctx.json:

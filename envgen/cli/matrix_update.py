@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
+from envgen import validate
 from envgen.cli.context import Context
 from envgen.errors import UsageError
 
 DESCRIPTION = """\
 Harvest torch builds, framework releases and CUDA toolkits from the package indexes listed in
-matrix/sources.toml, and show how they differ from the committed matrix/harvested/*.json.
-Nothing is written unless --write is given; writing is atomic (an interrupted run leaves the
-old snapshot intact)."""
+matrix/sources.toml, and show how they differ from the harvested facts envgen uses now.
+Nothing is written unless --write is given; then the new snapshot goes to the data directory
+(--data; in a checkout its matrix/, else ~/.local/share/envgen — never the installed package),
+atomically: an interrupted run leaves the old snapshot intact.
+
+Before anything replaces the facts, the refresh is checked: a page that is not an index page
+(a proxy login page, a captive portal, a page of the wrong shape), a project page with no
+files, bytes that do not match the index's sha256, or a refresh that would remove more than
+[refresh] max_removed_share of the known records (a truncated page, a partial mirror) is
+refused with exit 4, the URL and the reason, and the diff on stderr."""
 
 EPILOG = """\
 examples:
@@ -25,15 +32,19 @@ examples:
   envgen matrix update --index pypi=https://mirror.example/simple/   # use a PyPI mirror
   envgen matrix update --offline               # only what the cache already holds
   envgen --json matrix update                  # the diff as JSON
+  envgen matrix update --write --allow-removals   # a deliberate prune (shows what goes)
 
-environment: ENVGEN_CACHE_DIR (cache location), REQUESTS_CA_BUNDLE (CA bundle)."""
+environment: ENVGEN_CACHE_DIR (cache location), ENVGEN_CA_CERT / REQUESTS_CA_BUNDLE (CA
+bundle), ENVGEN_DATA (where --write writes).
+exit codes: 0 ok, 2 usage error, 4 an index failed or answered with something refused
+(nothing written), 130/143 interrupted (nothing written, or the write had completed)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--write",
         action="store_true",
-        help="write the new snapshot to matrix/harvested/ (default: only show the diff)",
+        help="write the new snapshot to <data dir>/harvested/ (default: only show the diff)",
     )
     parser.add_argument(
         "--index",
@@ -74,11 +85,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="retries per request on connection errors, timeouts, 429 and 5xx (default: 4)",
     )
+    parser.add_argument(
+        "--allow-removals",
+        action="store_true",
+        help="accept a refresh that removes many known records (a deliberate prune); "
+        "without it, removing more than [refresh] max_removed_share of a file's records "
+        "(sources.toml), or all of them, is refused with exit code 4",
+    )
     parser.add_argument("--backoff", type=float, default=0.5, help=argparse.SUPPRESS)
     parser.add_argument(
         "--ca-cert",
         metavar="FILE",
-        help="CA bundle for TLS (e.g. a corporate proxy's); default: $REQUESTS_CA_BUNDLE",
+        help="CA bundle for TLS (e.g. a corporate proxy's); config ca-cert, env ENVGEN_CA_CERT, "
+        "else $REQUESTS_CA_BUNDLE",
     )
 
 
@@ -100,32 +119,49 @@ def register(
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    from envgen.cli.make_cmd import one_ca_cert
+    from envgen.facts.locate import check_data_dir
     from envgen.harvest.diff import render_text
     from envgen.harvest.update import UpdateOptions, update_matrix
 
-    if args.jobs < 1 or args.retries < 0 or args.timeout <= 0:
-        raise UsageError("--jobs must be >= 1, --retries >= 0, --timeout > 0")
+    for flag, bad in (("--jobs", args.jobs < 1), ("--retries", args.retries < 0),
+                      ("--timeout", not args.timeout > 0)):
+        if bad:
+            raise UsageError(f"{flag} {getattr(args, flag[2:])} is out of range",
+                             hint="--jobs >= 1, --retries >= 0, --timeout > 0", source=flag)
+    for item in args.index:
+        validate.text(item, "--index", "--index")
+    ca_cert = one_ca_cert(ctx, args)
+    cache = ctx.setting(args, "cache-dir")
+    data_dir = ctx.data_dir or ctx.matrix_dir
+    if args.write:
+        check_data_dir(data_dir, ctx.source("data-dir"))
     options = UpdateOptions(
         write=args.write,
         indexes=list(args.index),
         all_indexes=args.all_indexes,
-        cache_dir=(Path(cache) / "http" if (cache := args.cache_dir or ctx.config.get("cache-dir"))
-                   else None),
+        cache_dir=cache / "http" if cache else None,
         offline=args.offline,
         jobs=args.jobs,
         timeout=args.timeout,
         retries=args.retries,
         backoff=args.backoff,
-        ca_cert=args.ca_cert or ctx.config.get("ca-cert"),
+        ca_cert=str(ca_cert) if ca_cert else None,
+        allow_removals=args.allow_removals,
     )
-    result = update_matrix(ctx.matrix_dir, options, progress=ctx.progress)
+    result = update_matrix(ctx.matrix_dir, options, progress=ctx.progress, data_dir=data_dir)
     if ctx.json:
-        payload = {**result.diff, "written": result.written, "indexes": result.indexes}
+        payload = {**result.diff, "written": result.written, "indexes": result.indexes,
+                   "target": str(result.target), "files_to_rewrite": result.stale}
         print(json.dumps(payload, indent=2, sort_keys=True), file=ctx.out)
         return 0
     print(render_text(result.diff), file=ctx.out)
-    if result.changes and not result.written:
-        print(f"{result.changes} changes; run with --write to apply", file=ctx.out)
-    elif result.written:
-        print(f"wrote {ctx.matrix_dir / 'harvested'}", file=ctx.out)
+    if result.written:
+        print(f"wrote {result.target}", file=ctx.out)
+    elif result.changes:
+        print(f"{result.changes} changes; run with --write to write them to {result.target}",
+              file=ctx.out)
+    elif result.stale:
+        print(f"no fact changed, but {result.stale} file(s) gain provenance (how each file was "
+              f"verified); --write writes them to {result.target}", file=ctx.out)
     return 0

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from envgen import validate
 from envgen.cli.context import Context
 from envgen.cli.render import dump_json, table
-from envgen.errors import InfeasibleError
+from envgen.errors import InfeasibleError, UsageError
 from envgen.facts import load_facts
 from envgen.resolve import Combination, Request, resolve
 from envgen.resolve.explain import Explanation
@@ -20,8 +21,9 @@ examples:
 
 Versions accept an exact version (2.5.1), a prefix (2.5 = 2.5.*) or a PEP 440 specifier.
 Ranking: newest framework release, then newest torch, then the requested or newest CUDA,
-then a mainstream Python (policy.toml), then the preferred OS. Exit code 2 and an
-explanation when nothing fits.
+then a mainstream Python (policy.toml), then the preferred OS. When nothing fits: exit
+code 3 and an explanation (with --json: {"error": {..., "explanation": {...}}}).
+Exit codes: 0 ok, 1 bad matrix data, 2 usage error, 3 no feasible combination.
 """
 
 AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl", "gpu_arch",
@@ -56,21 +58,28 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def request_from_args(args: argparse.Namespace, ctx: Context) -> Request:
-    defaults = {k.replace("-", "_"): str(v) for k, v in ctx.config.get("defaults", {}).items()}
+    """The request: each axis from its flag, else from [defaults] in the config file."""
+    defaults = {k.replace("-", "_"): v for k, v in ctx.config.get("defaults", {}).items()}
     values = {}
     for axis in AXES:
+        flag = f"--{axis.replace('_', '-')}"
         value = getattr(args, axis, None)
-        if value is None:
-            value = defaults.get(axis)
+        source = flag
+        if value is None and axis in defaults:
+            value, source = defaults[axis], f"{ctx.config_path}:defaults.{axis.replace('_', '-')}"
         if value is not None:
-            values[axis] = value
+            values[axis] = validate.text(value, flag, source).strip()
+            ctx.sources[axis] = source
     return Request(**values)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    facts = load_facts(ctx.matrix_dir)
+    facts = load_facts(ctx.matrix_dir, ctx.data_dir)
     request = request_from_args(args, ctx)
-    limit = None if args.limit == 0 else max(args.limit, 1)
+    if args.limit < 0:
+        raise UsageError(f"--limit {args.limit} is negative", hint="use --limit N (0 = all)",
+                         source="--limit")
+    limit = None if args.limit == 0 else args.limit
     found = resolve_or_explain(request, facts, ctx, limit)
     if ctx.json:
         dump_json([c.to_dict() for c in found], ctx.out)
@@ -87,10 +96,11 @@ def resolve_or_explain(request: Request, facts, ctx: Context,
     try:
         return resolve(request, facts, limit=limit)
     except InfeasibleError as exc:
-        if ctx.json:
-            dump_json({"error": exc.message, "explanation": exc.explanation.to_dict()}, ctx.out)
-        else:
-            exc.report = format_explanation(exc.explanation)
+        exc.report = format_explanation(exc.explanation)  # on stderr; --json: the error object
+        raise
+    except UsageError as exc:  # "--os": say if the value really came from [defaults]
+        if exc.source and exc.source.startswith("--"):
+            exc.source = ctx.sources.get(exc.source[2:].replace("-", "_"), exc.source)
         raise
 
 

@@ -6,16 +6,18 @@ import argparse
 import os
 from pathlib import Path
 
+from envgen import validate
 from envgen.cli.context import Context
 from envgen.cli.render import dump_json, table
 from envgen.errors import UsageError
+from envgen.facts.locate import check_data_dir
 from envgen.resolve.combination import parse_combination_id
 from envgen.results.status import CombinationStatus, status_of, statuses
-from envgen.results.store import add, load
+from envgen.results.store import add, load_many
 
 EPILOG = """\
 examples:
-  envgen results add result.json                    # into <matrix dir>/results/
+  envgen results add result.json                    # into <data dir>/results/
   envgen results add runs/*.json --results-dir matrix/results
   envgen results show
   envgen results show --combination deepspeed-0.19.8-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64
@@ -26,7 +28,10 @@ Records live one file per record at <results>/<combination id>/<finished>-<recor
 conflicts and the same record is never stored twice. Status: known-bad if the newest record
 failed; known-good if the newest passed and a passing run used real GPUs (NCCL smoke test);
 otherwise untested ("CPU only" when only CPU runs passed).
-Exit codes: 0 ok, 1 invalid record or stored data (nothing written), 2 usage.
+Records are read from the shipped matrix's results/ and the data directory's (--data; the
+checkout's matrix/ when run inside one, else ~/.local/share/envgen); new ones are written to
+the data directory's. Exit codes: 0 ok, 1 invalid record or stored data (nothing written),
+2 usage, 4 filesystem (nothing written).
 """
 
 ADD_EPILOG = """\
@@ -36,7 +41,9 @@ examples:
 
 Every file is validated first; if any is invalid, nothing is written and every problem of
 every file is listed (with its JSON path). A record already stored is reported as "already
-recorded" and left alone. Exit codes: 0 ok, 1 invalid file or a conflicting stored file, 2 usage.
+recorded" and left alone. All new files are written together or none is (an interrupt or a full
+disk leaves the results as they were). Exit codes: 0 ok, 1 invalid file or a conflicting stored
+file, 2 usage, 4 filesystem.
 """
 
 SHOW_EPILOG = """\
@@ -84,7 +91,17 @@ def _results_dir_option(p: argparse.ArgumentParser) -> None:
 
 
 def results_dir(args: argparse.Namespace, ctx: Context) -> Path:
-    return Path(args.results_dir) if args.results_dir else ctx.matrix_dir / "results"
+    """Where new records go: --results-dir, else <data dir>/results."""
+    if args.results_dir:
+        return validate.path(args.results_dir, "--results-dir", "--results-dir")
+    return ctx.results_dir
+
+
+def results_dirs(args: argparse.Namespace, ctx: Context) -> list[Path]:
+    """Where records are read from: --results-dir, else the matrix's and the data dir's."""
+    if args.results_dir:
+        return [validate.path(args.results_dir, "--results-dir", "--results-dir")]
+    return ctx.results_dirs()
 
 
 def _shown(path: Path) -> str:
@@ -94,7 +111,11 @@ def _shown(path: Path) -> str:
 
 
 def run_add(args: argparse.Namespace, ctx: Context) -> int:
-    outcomes = add(results_dir(args, ctx), [Path(f) for f in args.files])
+    target = results_dir(args, ctx)
+    if not args.results_dir:
+        check_data_dir(target.parent, ctx.source("data-dir"))
+    outcomes = add(target, [validate.path(f, "FILE", "FILE") for f in args.files],
+                   source="--results-dir" if args.results_dir else ctx.source("data-dir"))
     if ctx.json:
         dump_json([{"combination": o.record.combination, "record_id": o.record.id,
                     "path": _shown(o.path), "added": o.added} for o in outcomes], ctx.out)
@@ -107,7 +128,7 @@ def run_add(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def run_show(args: argparse.Namespace, ctx: Context) -> int:
-    stored = load(results_dir(args, ctx))
+    stored = load_many(results_dirs(args, ctx))
     if args.combination:
         if not parse_combination_id(args.combination):
             raise UsageError(f"{args.combination!r} is not a combination id",

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
+from envgen import validate
 from envgen.cli.context import Context
+from envgen.cli.make_cmd import shown
 from envgen.cli.render import dump_json
-from envgen.cli.results_cmd import results_dir
+from envgen.cli.results_cmd import results_dirs
 from envgen.facts import load_facts
-from envgen.results.store import load
+from envgen.results.store import load_many
 from envgen.results.table import build_table, render_json, render_markdown, write_outputs
 
 EPILOG = """\
@@ -24,7 +25,9 @@ known-good (newest run passed; a run on real GPUs passed the NCCL smoke test), k
 (newest run failed), untested. --write replaces only the README's lines between
 <!-- envgen:table:start --> and <!-- envgen:table:end -->; each file is written atomically,
 and a README without the markers writes nothing. Paths are relative to the working directory.
-Exit codes: 0 ok, 1 bad data (a stored record, the matrix), 2 usage (e.g. README markers).
+The three files are written together or not at all (a full disk or an interrupt changes none).
+Exit codes: 0 ok, 1 bad data (a stored record, the matrix), 2 usage (e.g. README markers),
+4 filesystem (nothing written).
 """
 
 
@@ -39,7 +42,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                    help="where records are stored (default: <matrix dir>/results)")
     p.add_argument("--page", metavar="FILE", default="docs/compatibility.md",
                    help="the Markdown page (default docs/compatibility.md)")
-    p.add_argument("--data", metavar="FILE", default="docs/compatibility.json",
+    p.add_argument("--data-file", metavar="FILE", default="docs/compatibility.json",
                    help="the JSON for tools (default docs/compatibility.json)")
     p.add_argument("--readme", metavar="FILE", default="README.md",
                    help="the README holding the table markers (default README.md); JSON "
@@ -48,9 +51,12 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    facts = load_facts(ctx.matrix_dir)
-    table = build_table(facts, load(results_dir(args, ctx)))
-    page, data, readme = Path(args.page), Path(args.data), Path(args.readme)
+    facts = load_facts(ctx.matrix_dir, ctx.data_dir)
+    table = build_table(facts, load_many(results_dirs(args, ctx)))
+    page, data, readme = (validate.path(v, f"--{n}", f"--{n}") for n, v in
+                          (("page", args.page), ("data", args.data_file),
+                           ("readme", args.readme)))
+    page, data, readme = (shown(p) for p in (page, data, readme))
     if not args.write:
         if ctx.json:
             ctx.out.write(render_json(table, readme.parent))

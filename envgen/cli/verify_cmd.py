@@ -10,9 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from envgen import validate
 from envgen.cli.context import Context
 from envgen.cli.render import dump_json
-from envgen.errors import EnvgenError, UsageError
+from envgen.errors import DaemonError, EnvgenError, UsageError
 
 EPILOG = """\
 examples:
@@ -36,7 +37,9 @@ LowLevelZeroPlugin ZeRO-2 + HybridAdam; Megatron-Core tensor parallel = world si
 output equal to the dense MLP. A rank that hangs is stopped after --timeout, naming the check.
 Both run in the target Python with only the standard library, torch and the framework.
 
-exit codes: 0 every check passed or was skipped, 1 a check failed, 2 usage error.
+exit codes: 0 every check passed or was skipped, 1 a check failed, 2 usage error (e.g. a
+--python that does not exist), 4 environment (the Docker daemon for --image), 130/143
+interrupted.
 """
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -70,7 +73,49 @@ def _lock(path: str | None) -> dict | None:
         return None
     from envgen.lock import read_manifest
 
-    return read_manifest(Path(path))
+    return read_manifest(validate.path(path, "--lock", "--lock"))
+
+
+def _check_python(value: str) -> str:
+    """--python must name an interpreter that exists and can be run."""
+    import os
+    import shutil
+
+    raw = validate.text(value, "--python", "--python")
+    found = shutil.which(raw) if os.sep not in raw else raw
+    if not found or not os.path.exists(found):
+        raise UsageError(f"--python {raw}: no such interpreter",
+                         hint="give the environment's python, e.g. --python ./env/bin/python "
+                         "(the one `envgen install` printed)", source="--python")
+    if os.path.isdir(found) or not os.access(found, os.X_OK):
+        raise UsageError(f"--python {raw} is not an executable file",
+                         hint="give the environment's bin/python", source="--python")
+    return found
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Every option checked before anything runs."""
+    if args.image:
+        args.image = validate.image_ref(args.image, "--image", "--image")
+    else:
+        args.python = _check_python(args.python)
+    args.docker_cli = validate.text(args.docker_cli, "--docker-cli", "--docker-cli")
+    if args.ops is not None:
+        ops = [validate.name(o.strip(), "--ops", "--ops") for o in args.ops.split(",")
+               if o.strip()]
+        if not ops:
+            raise UsageError("--ops is empty", hint="e.g. --ops cpu_adam,async_io",
+                             source="--ops")
+        args.ops = ",".join(ops)
+    if args.nproc is not None and args.nproc < 1:
+        raise UsageError(f"--nproc {args.nproc}: at least one process",
+                         hint="e.g. --nproc 2", source="--nproc")
+    validate.positive(args.timeout, "--timeout", "--timeout")
+    if args.record:
+        from envgen.atomic import check_replaceable_file
+
+        args.record = validate.path(args.record, "--record", "--record")
+        check_replaceable_file(args.record, "--record")
 
 
 def _target(args):
@@ -90,6 +135,8 @@ def _run_ops(args, framework: str, ctx: Context) -> tuple[dict, str]:
     """Run ops.py in the target: its one line per op streams to the progress output as the
     op finishes; the rest of what it prints (the framework's warnings, compiler output) goes
     to the log, shown with --verbose or when it fails."""
+    from envgen.verify.launch import start, stop
+
     target = _target(args)
     with tempfile.TemporaryDirectory(prefix="envgen-ops-") as tmp:
         out = Path(tmp) / "ops.json"
@@ -98,12 +145,16 @@ def _run_ops(args, framework: str, ctx: Context) -> tuple[dict, str]:
                                      *extra], target.prepare(Path(tmp)))
         ctx.progress(f"ops: {framework} in {target.describe()}")
         with tempfile.TemporaryFile("w+") as err:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, text=True)
+            proc = start(cmd, stdout=subprocess.PIPE, stderr=err)
             lines = []
-            for line in proc.stdout:
-                lines.append(line)
-                ctx.progress(f"  {line.rstrip()}")
-            code = proc.wait()
+            try:
+                for line in proc.stdout:
+                    lines.append(line)
+                    ctx.progress(f"  {line.rstrip()}")
+                code = proc.wait()
+            except BaseException:  # Ctrl-C, SIGTERM: stop the check (and its container)
+                stop(proc)
+                raise
             err.seek(0)
             log = "".join(lines) + err.read()
         for line in log.splitlines()[len(lines):]:
@@ -122,7 +173,8 @@ def _image_id(args) -> str:
     proc = subprocess.run([args.docker_cli, "image", "inspect", "--format", "{{.Id}}",
                            args.image], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise EnvgenError(f"cannot inspect image {args.image}: {proc.stderr.strip()}")
+        raise DaemonError(f"cannot inspect image {args.image}: {proc.stderr.strip()}",
+                          hint="check that dockerd runs and the image exists (envgen build)")
     return proc.stdout.strip()
 
 
@@ -131,6 +183,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from envgen.verify.launch import run_smoke
     from envgen.verify.record import build_record, utc_now
 
+    _check_args(args)
     manifest = _lock(args.lock)
     framework = args.framework or (manifest or {}).get("combination", {}).get("framework")
     if not framework:
@@ -177,7 +230,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             from envgen.atomic import write_file
 
             path = Path(args.record)
-            write_file(path, (json.dumps(record.to_dict(), indent=2) + "\n").encode())
+            write_file(path, (json.dumps(record.to_dict(), indent=2) + "\n").encode(),
+                       source="--record")
             ctx.progress(f"wrote {path} (envgen results add {path})")
     if ctx.json:
         dump_json(result, ctx.out)

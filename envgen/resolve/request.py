@@ -67,7 +67,7 @@ def normalize_arch(value: str) -> str:
     raise UsageError(
         f"--gpu-arch {value!r} is not a GPU architecture",
         hint="give a compute capability such as --gpu-arch sm_90 (H100/H200), sm_80 (A100) "
-        "or 8.6",
+        "or 8.6", source="--gpu-arch",
     )
 
 
@@ -81,12 +81,14 @@ def validate(request: Request, facts: Facts) -> Request:
             raise UsageError(
                 f"unknown framework {request.framework!r}",
                 hint=f"{suggest(fw, names)}known frameworks: {', '.join(names)}",
+                source="--framework",
             )
         changes["framework"] = fw
     if request.framework_version is not None and request.framework is None:
         raise UsageError("--framework-version needs --framework",
                          hint="name the framework too, e.g. --framework deepspeed "
-                         f"--framework-version {request.framework_version}")
+                         f"--framework-version {request.framework_version}",
+                         source="--framework-version")
     for option, value in (("--torch", request.torch), ("--framework-version",
                                                         request.framework_version),
                           ("--nccl", request.nccl)):
@@ -96,10 +98,12 @@ def validate(request: Request, facts: Facts) -> Request:
         ids = sorted(facts.oses)
         if request.os not in facts.oses:
             raise UsageError(f"unknown OS {request.os!r}",
-                             hint=f"{suggest(request.os, ids)}known OS bases: {', '.join(ids)}")
+                             hint=f"{suggest(request.os, ids)}known OS bases: {', '.join(ids)}",
+                             source="--os")
     if request.python is not None and not re.fullmatch(r"3\.\d{1,2}t?", request.python):
         raise UsageError(f"--python {request.python!r} is not a Python version",
-                         hint="give major.minor, e.g. --python 3.11 (3.13t for free-threaded)")
+                         hint="give major.minor, e.g. --python 3.11 (3.13t for free-threaded)",
+                         source="--python")
     if request.cuda is not None:
         cuda = request.cuda.strip().lower().removeprefix("cu")
         if re.fullmatch(r"\d{3}", cuda):  # cu121 → 12.1
@@ -107,34 +111,36 @@ def validate(request: Request, facts: Facts) -> Request:
         if not re.fullmatch(r"\d{2}(\.\d)?", cuda):
             raise UsageError(f"--cuda {request.cuda!r} is not a CUDA version",
                              hint="give major.minor such as --cuda 12.1, or a major such as "
-                             "--cuda 12")
+                             "--cuda 12", source="--cuda")
         changes["cuda"] = cuda
     if request.flavor is not None:
         flavors = Toolchain.FLAVORS
         if request.flavor not in flavors:
             raise UsageError(f"unknown flavor {request.flavor!r}",
                              hint=f"{suggest(request.flavor, list(flavors))}use --flavor conda "
-                             "(conda toolchain + pip packages) or --flavor venv (pip only)")
+                             "(conda toolchain + pip packages) or --flavor venv (pip only)",
+                             source="--flavor")
     platform = _PLATFORM_ALIASES.get(request.platform, request.platform)
     if platform not in PLATFORMS:
         raise UsageError(f"unknown platform {request.platform!r}",
                          hint=f"{suggest(platform, list(PLATFORMS))}use one of: "
-                         f"{', '.join(PLATFORMS)}")
+                         f"{', '.join(PLATFORMS)}", source="--platform")
     changes["platform"] = platform
     if request.gpu_arch is not None:
         arch = normalize_arch(request.gpu_arch)
         known = sorted({a for t in facts.toolkits.values() for a in t.archs})
         if known and arch not in known:
             raise UsageError(f"no CUDA toolkit in the matrix knows GPU architecture {arch}",
-                             hint=f"{suggest(arch, known)}known: {', '.join(known)}")
+                             hint=f"{suggest(arch, known)}known: {', '.join(known)}",
+                             source="--gpu-arch")
         changes["gpu_arch"] = arch
     if request.driver is not None:
         try:
             dotted_key(request.driver)
         except ValueError:
             raise UsageError(f"--driver {request.driver!r} is not a driver version",
-                             hint="give the version nvidia-smi prints, e.g. --driver 535.104.05"
-                             ) from None
+                             hint="give the version nvidia-smi prints, e.g. --driver 535.104.05",
+                             source="--driver") from None
     return replace(request, **changes)
 
 

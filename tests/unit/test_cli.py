@@ -48,9 +48,9 @@ def test_json_flag_before_subcommand_also_works(run):
     assert code == 0 and json.loads(out)[0]["torch"] == "2.5.1"
 
 
-def test_infeasible_exits_2_with_explanation(run):
+def test_infeasible_exits_3_with_explanation(run):
     code, out, err = run("resolve", "--framework", "megatron-core", "--python", "3.9")
-    assert code == 2 and out == ""
+    assert code == 3 and out == ""
     assert "No combination satisfies: --framework megatron-core --python 3.9" in err
     assert "framework-python" in err and "Nearest feasible:" in err
     assert "without --python: python 3.9 → 3.12" in err
@@ -59,8 +59,10 @@ def test_infeasible_exits_2_with_explanation(run):
 
 def test_infeasible_json(run):
     code, out, _ = run("resolve", "--framework", "deepspeed", "--cuda", "10.2", "--json")
-    assert code == 2
-    data = json.loads(out)
+    assert code == 3
+    error = json.loads(out)["error"]
+    assert error["kind"] == "infeasible" and error["fix"] and error["message"]
+    data = error
     assert "no torch build for CUDA 10.2" in data["explanation"]["no_candidates"][0]
     assert data["explanation"]["nearest"][0]["relaxed"] == ["cuda"]
 
@@ -72,9 +74,14 @@ def test_usage_error_did_you_mean(run):
 
 
 def test_argparse_errors_exit_2_with_hint(run):
-    with pytest.raises(SystemExit) as exc:
-        run("resolve", "--limit", "many")
-    assert exc.value.code == 2
+    code, out, err = run("resolve", "--limit", "many")
+    assert code == 2 and out == ""
+    assert "usage: envgen resolve" in err and "invalid int value: 'many'" in err
+    assert "hint: run `envgen resolve --help`" in err
+    code, out, _ = run("resolve", "--limit", "many", "--json")
+    assert code == 2 and json.loads(out)["error"] == {
+        "kind": "usage", "message": "argument --limit: invalid int value: 'many'",
+        "fix": "run `envgen resolve --help` for the options", "source": "--limit"}
 
 
 def test_matrix_show_json_torch_build_keys(run):
@@ -145,7 +152,7 @@ def test_config_cache_dir_reaches_matrix_update(run, tmp_path, matrix_copy):
     (tmp_path / "envgen.toml").write_text(f'matrix-dir = "{matrix_copy}"\ncache-dir = "cachex"\n')
     before = {p: p.read_bytes() for p in matrix_copy.rglob("*") if p.is_file()}
     code, _, err = run("matrix", "update", "--offline")
-    assert code == 1
+    assert code == 4
     assert f"is not in the cache at {tmp_path / 'cachex'}" in err
     assert {p: p.read_bytes() for p in matrix_copy.rglob("*") if p.is_file()} == before
 
@@ -162,18 +169,25 @@ def test_setting_precedence_flag_config_env(monkeypatch, tmp_path):
 
     from envgen.cli.context import Context
 
-    ctx = Context(matrix_dir=tmp_path, config={"registry": "cfg.example", "ca-cert": "a.pem"})
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "envgen.toml"
+    ctx = Context(matrix_dir=tmp_path, config={"registry": "cfg.example",
+                                               "ca-cert": (tmp_path / "a.pem",)},
+                  config_path=cfg)
     monkeypatch.setenv("ENVGEN_REGISTRY", "env.example")
     monkeypatch.setenv("ENVGEN_CA_CERT", "x.pem y.pem")
     monkeypatch.setenv("ENVGEN_ENGINE", "buildkit")
     args = SimpleNamespace(registry=None, ca_cert=None, engine=None)
-    assert ctx.setting(args, "registry", "ENVGEN_REGISTRY") == "cfg.example"
-    assert ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT", many=True) == ["a.pem"]
-    assert ctx.setting(args, "engine", "ENVGEN_ENGINE") == "buildkit"
+    assert ctx.setting(args, "registry") == "cfg.example"
+    assert ctx.source("registry") == f"{cfg}:registry"
+    assert ctx.setting(args, "ca-cert") == (tmp_path / "a.pem",)
+    assert ctx.setting(args, "engine") == "buildkit" and ctx.source("engine") == "ENVGEN_ENGINE"
     args.registry = "flag.example"
-    assert ctx.setting(args, "registry", "ENVGEN_REGISTRY") == "flag.example"
+    assert ctx.setting(args, "registry") == "flag.example"
+    assert ctx.source("registry") == "--registry"
     ctx.config.clear()
-    assert ctx.setting(args, "ca-cert", "ENVGEN_CA_CERT", many=True) == ["x.pem", "y.pem"]
+    assert ctx.setting(args, "ca-cert") == (tmp_path / "x.pem", tmp_path / "y.pem")
+    assert ctx.source("ca-cert") == "ENVGEN_CA_CERT"
 
 
 def test_image_settings_are_known_config_keys(run, tmp_path):
