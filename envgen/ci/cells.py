@@ -15,6 +15,7 @@ from pathlib import Path
 
 from envgen.errors import DataError
 from envgen.resolve.combination import parse_combination_id
+from envgen.schemas.check import check, where
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -42,7 +43,9 @@ class Cell:
 
 
 def load_cells(path: Path) -> list[Cell]:
-    """matrix/cells.toml: [[cell]] combination, flavor, gpu_arch, base. Every problem at once."""
+    """matrix/cells.toml: [[cell]] combination, flavor, gpu_arch, base, checked against
+    envgen/schemas/cells.schema.json and for valid, distinct combination ids. Every problem
+    at once."""
     try:
         doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -51,28 +54,42 @@ def load_cells(path: Path) -> list[Cell]:
                         "combination = \"<id>\")") from None
     except tomllib.TOMLDecodeError as exc:
         raise DataError(f"{path}: {exc}", hint="fix the TOML syntax") from None
-    cells, problems, seen = [], [], set()
-    for i, row in enumerate(doc.get("cell", [])):
-        where = f"cell[{i}]"
-        cid = row.get("combination")
-        if not isinstance(cid, str) or parse_combination_id(cid) is None:
-            problems.append(f"{where}.combination: {cid!r} is not a combination id")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text ({exc})", hint=f"fix matrix/{FILE}") from None
+    except RecursionError:
+        raise DataError(f"{path}: nested too deeply", hint=f"fix matrix/{FILE}") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}",
+                        hint=f"make matrix/{FILE} a readable file") from None
+    errors = check(doc, "cells")
+    problems = [f"{where(e.path) or '(top level)'}: {e.message()}" for e in errors]
+    rows = doc.get("cell")
+    seen: set[str] = set()
+    for i, row in enumerate(rows if isinstance(rows, list) else ()):
+        cid = row.get("combination") if isinstance(row, dict) else None
+        if not isinstance(cid, str):
             continue
-        if cid in seen:
-            problems.append(f"{where}: {cid} is listed twice")
+        if parse_combination_id(cid) is None:
+            problems.append(f"cell[{i}].combination: {cid!r} is not a combination id")
+        elif cid in seen:
+            problems.append(f"cell[{i}]: {cid} is listed twice")
         seen.add(cid)
-        flavor = row.get("flavor", "conda")
-        if flavor not in ("conda", "venv"):
-            problems.append(f"{where}.flavor: {flavor!r} is not conda or venv")
-        unknown = set(row) - {"combination", "flavor", "gpu_arch", "base", "note"}
-        if unknown:
-            problems.append(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-        cells.append(Cell(combination=cid, flavor=flavor, gpu_arch=row.get("gpu_arch"),
-                          base=row.get("base")))
+    problems.sort(key=_order)
     if problems:
         raise DataError(f"{path} has {len(problems)} problem(s):\n  " + "\n  ".join(problems),
-                        hint=f"fix matrix/{FILE} (its header documents the keys)")
-    return cells
+                        hint=f"fix matrix/{FILE} (its header documents the keys; the schema is "
+                        "envgen/schemas/cells.schema.json)")
+    return [Cell(combination=row["combination"], flavor=row.get("flavor", "conda"),
+                 gpu_arch=row.get("gpu_arch"), base=row.get("base")) for row in doc.get("cell", [])]
+
+
+def _order(problem: str) -> tuple:
+    """Problems of cell[2] after those of cell[1]: by the index in their path."""
+    head = problem.split(":", 1)[0]
+    if head.startswith("cell[") and "]" in head:
+        index = head[5:head.index("]")]
+        return (0, int(index) if index.isdigit() else 0)
+    return (1, 0)
 
 
 def lock_hash(locks: Path, cell: Cell) -> str | None:

@@ -1,7 +1,11 @@
 """Read and validate matrix/ into a ``Facts`` value.
 
-All problems in the data are collected and reported together, each with its file and record,
-so a broken refresh or a hand edit is fixed in one pass.
+Each file is checked against its JSON Schema (``envgen/schemas/<kind>-<name>.schema.json``:
+types, shapes, required keys) and then by the checks a schema cannot express (versions and
+specifiers that must parse). All problems of all files are collected and reported together,
+each with its file, the JSON path of the value and what is wrong, so a broken refresh or a hand
+edit is fixed in one pass. Only data that passed both is turned into ``Facts``; validation runs
+whenever a file is (re)read, i.e. once per process and file modification time.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from envgen.facts.model import (
     Toolchain,
     TorchBuild,
 )
-from envgen.versions import parse_spec, parse_version, python_key
+from envgen.schemas.check import SchemaError, check, where
+from envgen.versions import parse_spec, parse_version
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,14 +43,57 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 REGENERATE = "envgen matrix update --write"
+HARVESTED = {"torch.json": "builds", "frameworks.json": "releases", "cuda.json": "toolkits"}
+CURATED = ("os", "cuda", "torch", "frameworks", "policy", "toolchain")
+OPTIONAL = ("toolchain",)  # curated files a matrix may leave out
+# keys whose value names a record in messages: "os[2] (debian-12)"
+_LABELS = (("id",), ("framework", "version"), ("version", "cuda", "platform"), ("torch",),
+           ("cuda",))
 
 
 class _Problems:
+    """Problems of all files, each "<file> <json path>: <what>"; the hint names every file
+    with a problem and how to fix it (curated: edit it; harvested: regenerate or restore)."""
+
     def __init__(self) -> None:
         self.items: list[str] = []
+        self.files: dict[str, None] = {}  # in order of appearance
 
-    def add(self, where: str, what: str) -> None:
+    def add(self, where: str, what: str, *, file: str | None = None) -> None:
+        """A problem ``what`` at ``where`` ("<file> <path>"), in ``file`` (default: the first
+        word of ``where``)."""
         self.items.append(f"{where}: {what}")
+        self.files.setdefault(file or where.split(" ", 1)[0])
+
+    def at(self, file: str, path: tuple, what: str, doc: Any = None) -> None:
+        """A problem at ``path`` (keys and indexes) inside ``file``."""
+        spot = where(path)
+        self.add(f"{file} {spot}{_label(doc, path)}" if spot else file, what, file=file)
+
+    def schema(self, file: str, errors: list[SchemaError], doc: Any) -> None:
+        for e in errors:
+            self.at(file, e.path, e.message(), doc)
+
+    def hint(self) -> str:
+        curated = [f for f in self.files if not f.endswith(".json")]
+        shipped = [f for f in self.files if f.endswith(".json") and f.startswith("harvested/")]
+        refreshed = [f for f in self.files if f.endswith(".json") and f not in shipped]
+        parts = []
+        if curated:
+            parts.append(f"fix {', '.join(curated)} (the header comment of each curated file "
+                         "documents its fields)")
+        if shipped:
+            parts.append(f"regenerate {', '.join(shipped)} with `{REGENERATE}`, or restore "
+                         "the committed copy with `git checkout -- matrix/harvested/`")
+        if refreshed:
+            parts.append(f"regenerate {', '.join(refreshed)} with `{REGENERATE}`, or delete "
+                         "that snapshot to use the one that comes with the matrix")
+        if not parts:
+            parts.append(f"fix the curated file named, or regenerate harvested files with "
+                         f"`{REGENERATE}`")
+        parts.append("the schemas are envgen/schemas/*.schema.json, the fields are documented "
+                     "in matrix/README.md")
+        return "; ".join(parts)
 
     def raise_if_any(self, matrix_dir: Path) -> None:
         if self.items:
@@ -53,264 +101,301 @@ class _Problems:
             more = f"\n  … and {len(self.items) - 30} more" if len(self.items) > 30 else ""
             raise DataError(
                 f"matrix data in {matrix_dir} has {len(self.items)} problem(s):\n  {shown}{more}",
-                hint="fix the curated file named, or regenerate harvested files with "
-                f"`{REGENERATE}`",
+                hint=self.hint(),
             )
 
 
-def _read_toml(path: Path, problems: _Problems) -> dict[str, Any]:
+def _label(doc: Any, path: tuple) -> str:
+    """`` (debian-12)``: what the top-level record a path points into is called."""
+    if len(path) < 2 or not isinstance(doc, dict) or not isinstance(path[1], int):
+        return ""
+    rows = doc.get(path[0])
+    rec = rows[path[1]] if isinstance(rows, list) and path[1] < len(rows) else None
+    if not isinstance(rec, dict):
+        return ""
+    for keys in _LABELS:
+        if _plain(rec.get(keys[0])):
+            return " (" + " ".join(str(rec[k]) for k in keys if _plain(rec.get(k))) + ")"
+    return ""
+
+
+def _plain(value: Any) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 40 and value.isprintable()
+
+
+# ------------------------------------------------------------------------------ reading
+
+def _read_toml(path: Path, label: str, problems: _Problems) -> dict[str, Any] | None:
     try:
         with path.open("rb") as fh:
             return tomllib.load(fh)
     except FileNotFoundError:
-        problems.add(str(path.name), "file is missing")
+        problems.at(label, (), "file is missing (restore it from the repository)")
     except tomllib.TOMLDecodeError as exc:
-        problems.add(str(path.name), f"not valid TOML: {exc}")
-    return {}
+        problems.at(label, (), f"not valid TOML: {exc}")
+    except UnicodeDecodeError as exc:
+        problems.at(label, (), f"not UTF-8 text: {exc}")
+    except RecursionError:
+        problems.at(label, (), "not valid TOML: nested too deeply")
+    except OSError as exc:
+        problems.at(label, (), f"cannot be read: {exc.strerror or exc}")
+    return None
 
 
-def _read_json(path: Path, key: str, problems: _Problems) -> tuple[list[dict], dict]:
+def _read_json(path: Path, label: str, key: str, problems: _Problems) -> dict[str, Any] | None:
     try:
         with path.open("rb") as fh:
             data = json.load(fh)
     except FileNotFoundError:
-        problems.add(f"harvested/{path.name}", f"file is missing (create it with `{REGENERATE}`)")
-        return [], {}
-    except ValueError as exc:  # bad JSON, or bytes that are not UTF-8
-        problems.add(f"harvested/{path.name}", f"not valid JSON: {exc}")
-        return [], {}
-    except OSError as exc:
-        problems.add(f"harvested/{path.name}", f"cannot be read: {exc.strerror or exc}")
-        return [], {}
-    if not isinstance(data, dict):
-        problems.add(f"harvested/{path.name}", f"is a JSON {type(data).__name__}, expected an "
-                     f"object with schema 1 and a '{key}' list")
-        return [], {}
-    if data.get("schema") != 1 or not isinstance(data.get(key), list):
-        problems.add(f"harvested/{path.name}", f"expected schema 1 with a '{key}' list")
-        return [], {}
-    generated = data.get("generated", {})
-    return data[key], generated if isinstance(generated, dict) else {}
-
-
-def _source(raw: Any) -> Source | None:
-    if not isinstance(raw, dict) or "url" not in raw:
+        problems.at(label, (), f"file is missing (create it with `{REGENERATE}`)")
         return None
+    except ValueError as exc:  # bad JSON, or bytes that are not UTF-8
+        problems.at(label, (), f"not valid JSON: {exc}")
+        return None
+    except OSError as exc:
+        problems.at(label, (), f"cannot be read: {exc.strerror or exc}")
+        return None
+    except RecursionError:
+        problems.at(label, (), "not valid JSON: nested too deeply")
+        return None
+    if not isinstance(data, dict):
+        problems.at(label, (), f"is a JSON {type(data).__name__}, expected an object with "
+                    f"schema 1 and a '{key}' list")
+        return None
+    if data.get("schema") != 1 or not isinstance(data.get(key), list):
+        problems.at(label, (), f"expected schema 1 with a '{key}' list")
+        return None
+    return data
+
+
+# ------------------------------------------------------------------------------ checks a
+# schema cannot express; they look only at values of the right type that the schema passed
+
+class _Semantics:
+    def __init__(self, file: str, doc: dict, errors: list[SchemaError],
+                 problems: _Problems) -> None:
+        self.file, self.doc, self.problems = file, doc, problems
+        self.bad = {e.path for e in errors}
+
+    def rows(self, *keys: str):
+        """``(path, record)`` of each dict in the list at ``keys``."""
+        node: Any = self.doc
+        for key in keys:
+            node = node.get(key) if isinstance(node, dict) else None
+        for i, row in enumerate(node if isinstance(node, list) else ()):
+            if isinstance(row, dict):
+                yield (*keys, i), row
+
+    def _value(self, row: dict, path: tuple, key: str) -> Any:
+        value = row.get(key)
+        return value if isinstance(value, str) and (*path, key) not in self.bad else None
+
+    def version(self, row: dict, path: tuple, key: str) -> None:
+        value = self._value(row, path, key)
+        if value is not None:
+            try:
+                parse_version(value)
+            except InvalidVersion:
+                self.problems.at(self.file, (*path, key), f"{value!r} is not a PEP 440 version",
+                                 self.doc)
+
+    def spec(self, row: dict, path: tuple, key: str) -> None:
+        value = self._value(row, path, key)
+        if value:
+            try:
+                parse_spec(value)
+            except InvalidSpecifier:
+                self.problems.at(self.file, (*path, key),
+                                 f"{value!r} is not a PEP 440 version specifier", self.doc)
+
+    def unique(self, path: tuple, keys: tuple[str, ...]) -> None:
+        """Records of the list at ``path`` must differ in ``keys``."""
+        seen: dict[tuple, int] = {}
+        for here, row in self.rows(*path):
+            ident = tuple(row.get(k) for k in keys)
+            if not all(isinstance(v, str) for v in ident):
+                continue
+            if ident in seen:
+                self.problems.at(self.file, here, f"{' '.join(ident)} is listed twice (first "
+                                 f"as {where((*path, seen[ident]))})", self.doc)
+            seen.setdefault(ident, here[-1])
+
+
+def _semantics(file: str, doc: dict, errors: list[SchemaError], problems: _Problems) -> None:
+    s = _Semantics(file, doc, errors, problems)
+    name = file.rsplit("/", 1)[-1]
+    if name == "torch.json":
+        for path, r in s.rows("builds"):
+            s.version(r, path, "version")
+            s.spec(r, path, "requires_python")
+    elif name == "frameworks.json":
+        for path, r in s.rows("releases"):
+            s.version(r, path, "version")
+            s.spec(r, path, "requires_python")
+            s.spec(r, path, "requires_torch")
+    elif name == "cuda.json":
+        for path, r in s.rows("toolkits"):
+            s.version(r, path, "nvcc_version")
+        s.unique(("toolkits",), ("cuda",))
+    elif name == "os.toml":
+        s.unique(("os",), ("id",))
+    elif name == "torch.toml":
+        for path, r in s.rows("variants"):
+            s.version(r, path, "torch")
+        for path, r in s.rows("index_glibc"):
+            s.spec(r, path, "torch")
+        for path, r in s.rows("bundled_nccl"):
+            s.version(r, path, "torch")
+    elif name == "frameworks.toml":
+        for path, r in s.rows("constraint"):
+            for key in ("versions", "requires_torch", "requires_cuda", "requires_python"):
+                s.spec(r, path, key)
+        for path, r in s.rows("cuda_minor_mismatch"):
+            s.spec(r, path, "versions")
+    elif name == "toolchain.toml":
+        for flavor in ("conda", "venv"):
+            for path, r in s.rows(flavor, "cuda"):
+                s.spec(r, path, "cuda")
+
+
+# ------------------------------------------------------------------------------ building
+# (from validated data only: the types are the schema's)
+
+def _source(raw: dict) -> Source:
     return Source(**{k: raw.get(k) for k in ("url", "sha256", "uploaded", "retrieved", "index")})
 
 
-def _check_version(value: Any, where: str, problems: _Problems) -> None:
-    try:
-        parse_version(str(value))
-    except InvalidVersion:
-        problems.add(where, f"{value!r} is not a version")
+def _torch_builds(rows: list[dict]) -> list[TorchBuild]:
+    return [
+        TorchBuild(
+            version=r["version"],
+            cuda=r["cuda"],
+            platform=r["platform"],
+            python=tuple(r["python"]),
+            glibc=r["glibc"],
+            nccl=r["nccl"],
+            cudnn=r["cudnn"],
+            triton=r["triton"],
+            cuda_runtime=r["cuda_runtime"],
+            local=r["local"],
+            wheel_tag=r["wheel_tag"],
+            requires_python=r["requires_python"],
+            index=r["index"],
+            sources=tuple(_source(s) for s in r["sources"]),
+        )
+        for r in rows
+    ]
 
 
-def _check_spec(value: Any, where: str, problems: _Problems) -> None:
-    if value:
-        try:
-            parse_spec(str(value))
-        except InvalidSpecifier:
-            problems.add(where, f"{value!r} is not a version specifier")
+def _frameworks(rows: list[dict]) -> list[FrameworkRelease]:
+    return [
+        FrameworkRelease(
+            framework=r["framework"],
+            version=r["version"],
+            requires_python=r["requires_python"],
+            requires_torch=r["requires_torch"],
+            wheel_python=tuple(r["wheel_python"]) if r["wheel_python"] is not None else None,
+            wheel_glibc=r["wheel_glibc"],
+            metadata_from=r["metadata_from"],
+            source=_source(r["source"]),
+        )
+        for r in rows
+    ]
 
 
-def _torch_builds(rows: list[dict], problems: _Problems) -> list[TorchBuild]:
-    builds = []
-    for i, r in enumerate(rows):
-        where = f"harvested/torch.json builds[{i}]"
-        try:
-            for py in r["python"]:
-                python_key(py)
-            _check_version(r["version"], where, problems)
-            builds.append(
-                TorchBuild(
-                    version=r["version"],
-                    cuda=r.get("cuda"),
-                    platform=r["platform"],
-                    python=tuple(r["python"]),
-                    glibc=r.get("glibc"),
-                    nccl=r.get("nccl"),
-                    cudnn=r.get("cudnn"),
-                    triton=r.get("triton"),
-                    cuda_runtime=r.get("cuda_runtime"),
-                    local=r.get("local"),
-                    wheel_tag=r.get("wheel_tag"),
-                    requires_python=r.get("requires_python"),
-                    index=r.get("index", "pypi"),
-                    sources=tuple(s for s in map(_source, r.get("sources", ())) if s),
-                )
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            problems.add(where, f"malformed record ({exc!r})")
-    return builds
+def _toolkits(rows: list[dict]) -> dict[str, CudaToolkit]:
+    return {
+        r["cuda"]: CudaToolkit(
+            cuda=r["cuda"],
+            nvcc_package=r["nvcc_package"],
+            nvcc_version=r["nvcc_version"],
+            max_gcc=int(r["max_gcc"]),
+            archs=tuple(r["archs"]),
+            platforms=tuple(r["platforms"]),
+            source=_source(r["source"]),
+        )
+        for r in rows
+    }
 
 
-def _frameworks(rows: list[dict], problems: _Problems) -> list[FrameworkRelease]:
-    out = []
-    for i, r in enumerate(rows):
-        where = f"harvested/frameworks.json releases[{i}]"
-        try:
-            _check_version(r["version"], where, problems)
-            _check_spec(r.get("requires_python"), where, problems)
-            _check_spec(r.get("requires_torch"), where, problems)
-            wp = r.get("wheel_python")
-            out.append(
-                FrameworkRelease(
-                    framework=r["framework"],
-                    version=r["version"],
-                    requires_python=r.get("requires_python"),
-                    requires_torch=r.get("requires_torch"),
-                    wheel_python=tuple(wp) if wp is not None else None,
-                    wheel_glibc=r.get("wheel_glibc"),
-                    metadata_from=r.get("metadata_from"),
-                    source=_source(r.get("source")),
-                )
-            )
-        except (KeyError, TypeError) as exc:
-            problems.add(where, f"malformed record ({exc!r})")
-    return out
+def _oses(doc: dict) -> dict[str, OSBase]:
+    return {
+        r["id"]: OSBase(
+            id=r["id"],
+            name=r["name"],
+            family=r["family"],
+            glibc=r["glibc"],
+            gcc=int(r["gcc"]),
+            gcc_available=tuple(int(g) for g in r.get("gcc_available", [r["gcc"]])),
+            archs=tuple(r.get("archs", ("x86_64",))),
+            eol=r.get("eol"),
+            image=r.get("image"),
+            source=r["source"],
+            gcc_source=r.get("gcc_source", r["source"]),
+        )
+        for r in doc["os"]
+    }
 
 
-def _toolkits(rows: list[dict], problems: _Problems) -> dict[str, CudaToolkit]:
-    out = {}
-    for i, r in enumerate(rows):
-        try:
-            out[r["cuda"]] = CudaToolkit(
-                cuda=r["cuda"],
-                nvcc_package=r.get("nvcc_package"),
-                nvcc_version=r.get("nvcc_version"),
-                max_gcc=r.get("max_gcc"),
-                archs=tuple(r.get("archs", ())),
-                platforms=tuple(r.get("platforms", ())),
-                source=_source(r.get("source")),
-            )
-        except (KeyError, TypeError) as exc:
-            problems.add(f"harvested/cuda.json toolkits[{i}]", f"malformed record ({exc!r})")
-    return out
+def _constraints(doc: dict) -> list[FrameworkConstraint]:
+    return [
+        FrameworkConstraint(**{k: r.get(k) for k in (
+            "framework", "requires_torch", "requires_cuda", "requires_python", "note")},
+            versions=r.get("versions", ""), source=r["source"])
+        for r in doc.get("constraint", [])
+    ]
 
 
-def _require_source(rec: dict, where: str, problems: _Problems) -> None:
-    if not str(rec.get("source", "")).strip():
-        problems.add(where, "has no 'source' (every curated record cites where it comes from)")
+def _mismatch_rules(doc: dict) -> list[MismatchRule]:
+    return [
+        MismatchRule(framework=r["framework"], versions=r.get("versions", ""),
+                     major=int(r["major"]), ok=tuple(r["ok"]), source=r["source"])
+        for r in doc.get("cuda_minor_mismatch", [])
+    ]
 
 
-def _oses(doc: dict, problems: _Problems) -> dict[str, OSBase]:
-    out = {}
-    for i, r in enumerate(doc.get("os", [])):
-        where = f"curated/os.toml os[{i}] ({r.get('id', '?')})"
-        _require_source(r, where, problems)
-        try:
-            out[r["id"]] = OSBase(
-                id=r["id"],
-                name=r["name"],
-                family=r["family"],
-                glibc=str(r["glibc"]),
-                gcc=int(r["gcc"]),
-                gcc_available=tuple(int(g) for g in r.get("gcc_available", [r["gcc"]])),
-                archs=tuple(r.get("archs", ("x86_64",))),
-                eol=r.get("eol") and str(r["eol"]),
-                image=r.get("image"),
-                source=r.get("source", ""),
-                gcc_source=r.get("gcc_source", r.get("source", "")),
-            )
-        except (KeyError, TypeError, ValueError) as exc:
-            problems.add(where, f"malformed record ({exc!r})")
-    return out
-
-
-def _constraints(doc: dict, problems: _Problems) -> list[FrameworkConstraint]:
-    out = []
-    for i, r in enumerate(doc.get("constraint", [])):
-        where = f"curated/frameworks.toml constraint[{i}]"
-        _require_source(r, where, problems)
-        for key in ("versions", "requires_torch", "requires_cuda", "requires_python"):
-            _check_spec(r.get(key), where, problems)
-        try:
-            out.append(FrameworkConstraint(**{k: r.get(k) for k in (
-                "framework", "requires_torch", "requires_cuda", "requires_python", "note")},
-                versions=r.get("versions", ""), source=r.get("source", "")))
-        except TypeError as exc:
-            problems.add(where, f"malformed record ({exc!r})")
-    return out
-
-
-def _mismatch_rules(doc: dict, problems: _Problems) -> list[MismatchRule]:
-    out = []
-    for i, r in enumerate(doc.get("cuda_minor_mismatch", [])):
-        where = f"curated/frameworks.toml cuda_minor_mismatch[{i}]"
-        _require_source(r, where, problems)
-        _check_spec(r.get("versions"), where, problems)
-        try:
-            out.append(MismatchRule(framework=r["framework"], versions=r.get("versions", ""),
-                                    major=int(r["major"]), ok=tuple(r["ok"]),
-                                    source=r.get("source", "")))
-        except (KeyError, TypeError, ValueError) as exc:
-            problems.add(where, f"malformed record ({exc!r})")
-    return out
-
-
-def _policy(doc: dict, problems: _Problems) -> Policy:
-    for key in ("python_preference", "os_preference", "framework_order"):
-        if not isinstance(doc.get(key), list):
-            problems.add("curated/policy.toml", f"missing list '{key}'")
-    aliases = {k: str(v) for k, v in doc.get("manylinux_aliases", {}).items() if k != "source"}
+def _policy(doc: dict) -> Policy:
+    aliases = {k: v for k, v in doc.get("manylinux_aliases", {}).items()
+               if k not in ("source", "note")}
     return Policy(
-        python_preference=tuple(doc.get("python_preference", ())),
-        os_preference=tuple(doc.get("os_preference", ())),
-        framework_order=tuple(doc.get("framework_order", ())),
+        python_preference=tuple(doc["python_preference"]),
+        os_preference=tuple(doc["os_preference"]),
+        framework_order=tuple(doc["framework_order"]),
         manylinux_aliases=aliases,
         conda_gcc=tuple(int(g) for g in doc.get("conda_gcc", {}).get("available", ())),
     )
 
 
-def _cuda_rules(rows: Any, where: str, problems: _Problems) -> tuple[CudaRule, ...]:
-    out = []
-    for i, r in enumerate(rows if isinstance(rows, list) else []):
-        here = f"{where}[{i}]"
-        _require_source(r, here, problems)
-        _check_spec(r.get("cuda"), here, problems)
-        try:
-            out.append(CudaRule(
-                cuda=str(r["cuda"]),
-                channels=tuple(str(c) for c in r.get("channels", ())),
-                specs=tuple(str(c) for c in r.get("specs", ())),
-                requirements=tuple(str(c) for c in r.get("requirements", ())),
-                cuda_home=r.get("cuda_home"),
-                source=r.get("source", ""),
-            ))
-        except (KeyError, TypeError) as exc:
-            problems.add(here, f"malformed rule ({exc!r})")
-    return tuple(out)
+def _cuda_rules(rows: list[dict]) -> tuple[CudaRule, ...]:
+    return tuple(
+        CudaRule(
+            cuda=r["cuda"],
+            channels=tuple(r.get("channels", ())),
+            specs=tuple(r.get("specs", ())),
+            requirements=tuple(r.get("requirements", ())),
+            cuda_home=r.get("cuda_home"),
+            source=r["source"],
+        )
+        for r in rows
+    )
 
 
-def _toolchain(doc: dict, problems: _Problems) -> Toolchain | None:
+def _toolchain(doc: dict | None) -> Toolchain | None:
     if not doc:
         return None
-    where = "curated/toolchain.toml"
-    conda, venv = doc.get("conda", {}), doc.get("venv", {})
-    for key in ("channels", "specs", "compiler"):
-        if not isinstance(conda.get(key), list):
-            problems.add(where, f"[conda] needs a list '{key}'")
-    for key in ("channel_alias", "subdirs", "virtual"):
-        if key not in conda:
-            problems.add(where, f"[conda] needs '{key}'")
-    _require_source(conda, f"{where} [conda]", problems)
-    _require_source(venv, f"{where} [venv]", problems)
-    virtual = conda.get("virtual", {})
-    _require_source(virtual, f"{where} [conda.virtual]", problems)
+    conda, venv = doc["conda"], doc["venv"]
     return Toolchain(
-        conda_channels=tuple(conda.get("channels", ())),
-        channel_alias=str(conda.get("channel_alias", "")),
-        subdirs={str(k): str(v) for k, v in conda.get("subdirs", {}).items()},
-        conda_specs=tuple(conda.get("specs", ())),
-        conda_compiler=tuple(conda.get("compiler", ())),
-        linux_version=str(virtual.get("linux", "")),
-        conda_cuda=_cuda_rules(conda.get("cuda"), f"{where} conda.cuda", problems),
-        conda_releases={str(k): str(v) for k, v in conda.get("releases", {}).items()},
-        venv_cuda=_cuda_rules(venv.get("cuda"), f"{where} venv.cuda", problems),
+        conda_channels=tuple(conda["channels"]),
+        channel_alias=conda["channel_alias"],
+        subdirs=dict(conda["subdirs"]),
+        conda_specs=tuple(conda["specs"]),
+        conda_compiler=tuple(conda["compiler"]),
+        linux_version=conda["virtual"]["linux"],
+        conda_cuda=_cuda_rules(conda.get("cuda", [])),
+        conda_releases=dict(conda.get("releases", {})),
+        venv_cuda=_cuda_rules(venv.get("cuda", [])),
         venv_os_packages={k: tuple(v) for k, v in venv.get("os_packages", {}).items()},
-        build_requires={str(k): tuple(str(r) for r in v.get("requirements", ()))
-                        for k, v in doc.get("build", {}).items()},
+        build_requires={k: tuple(v["requirements"]) for k, v in doc.get("build", {}).items()},
     )
 
 
@@ -324,37 +409,59 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
     matrix_dir = Path(matrix_dir)
     harvested = harvested_dir(matrix_dir, Path(data_dir) if data_dir else None)
     files = sorted([*harvested.glob("*.json"), *matrix_dir.glob("curated/*.toml")])
-    stamp = (str(matrix_dir.resolve()), str(harvested.resolve()),
-             tuple((str(f), f.stat().st_mtime_ns) for f in files))
+    try:
+        stamp = (str(matrix_dir.resolve()), str(harvested.resolve()),
+                 tuple((str(f), f.stat().st_mtime_ns) for f in files))
+    except OSError:  # a file vanished (or a dangling link): read it and report it below
+        stamp = None
     if stamp in _CACHE:
         return _CACHE[stamp]
     problems = _Problems()
-    torch_rows, generated = _read_json(harvested / "torch.json", "builds", problems)
-    fw_rows, _ = _read_json(harvested / "frameworks.json", "releases", problems)
-    cuda_rows, _ = _read_json(harvested / "cuda.json", "toolkits", problems)
-    curated = matrix_dir / "curated"
-    os_doc = _read_toml(curated / "os.toml", problems)
-    cuda_doc = _read_toml(curated / "cuda.toml", problems)
-    torch_doc = _read_toml(curated / "torch.toml", problems)
-    fw_doc = _read_toml(curated / "frameworks.toml", problems)
-    policy_doc = _read_toml(curated / "policy.toml", problems)
-    toolchain_path = curated / "toolchain.toml"
-    toolchain_doc = _read_toml(toolchain_path, problems) if toolchain_path.exists() else {}
+    shipped = harvested.resolve() == (matrix_dir / "harvested").resolve()
+    docs: dict[str, dict] = {}
 
-    builds = _torch_builds(torch_rows, problems)
-    builds = apply_curated_torch(torch_doc, builds, problems)
-    facts = Facts(
-        torch_builds=tuple(builds),
-        frameworks=tuple(_frameworks(fw_rows, problems)),
-        toolkits=attach_drivers(_toolkits(cuda_rows, problems), cuda_doc, problems),
-        oses=_oses(os_doc, problems),
-        constraints=tuple(_constraints(fw_doc, problems)),
-        mismatch_rules=tuple(_mismatch_rules(fw_doc, problems)),
-        policy=_policy(policy_doc, problems),
-        toolchain=_toolchain(toolchain_doc, problems),
-        generated=generated,
-    )
+    for name, key in HARVESTED.items():
+        label = f"harvested/{name}" if shipped else str(harvested / name)
+        doc = _read_json(harvested / name, label, key, problems)
+        if doc is not None:
+            docs[name] = doc
+            errors = check(doc, f"harvested-{name.removesuffix('.json')}")
+            problems.schema(label, errors, doc)
+            _semantics(label, doc, errors, problems)
+    curated = matrix_dir / "curated"
+    for name in CURATED:
+        path, label = curated / f"{name}.toml", f"curated/{name}.toml"
+        if name in OPTIONAL and not path.exists():
+            continue
+        doc = _read_toml(path, label, problems)
+        if doc is not None:
+            docs[f"{name}.toml"] = doc
+            errors = check(doc, f"curated-{name}")
+            problems.schema(label, errors, doc)
+            _semantics(label, doc, errors, problems)
+    problems.raise_if_any(matrix_dir)
+
+    try:
+        builds = apply_curated_torch(docs["torch.toml"], _torch_builds(
+            docs["torch.json"]["builds"]), problems)
+        facts = Facts(
+            torch_builds=tuple(builds),
+            frameworks=tuple(_frameworks(docs["frameworks.json"]["releases"])),
+            toolkits=attach_drivers(_toolkits(docs["cuda.json"]["toolkits"]),
+                                    docs["cuda.toml"], problems),
+            oses=_oses(docs["os.toml"]),
+            constraints=tuple(_constraints(docs["frameworks.toml"])),
+            mismatch_rules=tuple(_mismatch_rules(docs["frameworks.toml"])),
+            policy=_policy(docs["policy.toml"]),
+            toolchain=_toolchain(docs.get("toolchain.toml")),
+            generated=docs["torch.json"].get("generated", {}),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError, InvalidVersion,
+            InvalidSpecifier) as exc:  # pragma: no cover - the schemas rule these out
+        raise DataError(f"matrix data in {matrix_dir} could not be loaded ({exc!r}): a shape "
+                        "its schemas do not rule out", hint=problems.hint()) from exc
     problems.raise_if_any(matrix_dir)
     _CACHE.clear()
-    _CACHE[stamp] = facts
+    if stamp is not None:
+        _CACHE[stamp] = facts
     return facts

@@ -4,13 +4,17 @@ the manylinux aliases of ``matrix/curated/policy.toml``; selecting indexes from 
 
 from __future__ import annotations
 
+import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from packaging.version import InvalidVersion, Version
+
 from envgen.errors import DataError, UsageError
+from envgen.schemas.check import check, where
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -54,32 +58,104 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise DataError(f"{path} is missing", hint="restore it from the repository") from exc
     except tomllib.TOMLDecodeError as exc:
         raise DataError(f"{path}: invalid TOML ({exc})", hint="fix the syntax error") from exc
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text ({exc})",
+                        hint="fix the file, or restore it from the repository") from exc
+    except RecursionError:
+        raise DataError(f"{path}: nested too deeply", hint="fix the file") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}",
+                        hint="make it a readable file, or restore it from the repository"
+                        ) from exc
+
+
+def _schema_problems(doc: Any, schema: str, definition: str | None = None,
+                     prefix: tuple = ()) -> list[tuple[str, str]]:
+    """``(dotted key, message)`` of every way ``doc`` breaks the schema."""
+    return [(where((*prefix, *e.path)), e.message()) for e in check(doc, schema, definition)]
+
+
+def _raise(path: Path, problems: list[tuple[str, str]], hint: str) -> None:
+    if not problems:
+        return
+    lines = [f"{key or '(top level)'}: {what}" for key, what in problems]
+    source = f"{path}:{problems[0][0]}" if len(problems) == 1 and problems[0][0] else str(path)
+    raise DataError(f"{path} has {len(problems)} problem(s):\n  " + "\n  ".join(lines),
+                    hint=hint, source=source)
+
+
+def _regex_problems(doc: dict) -> list[tuple[str, str]]:
+    """The [torch] patterns must compile; cuda_local_pattern needs (?P<major>) (?P<minor>)."""
+    torch = doc.get("torch")
+    if not isinstance(torch, dict):
+        return []
+    out = []
+    patterns = [("torch.cuda_local_pattern", torch.get("cuda_local_pattern"))]
+    pins = torch.get("pins")
+    if isinstance(pins, dict):
+        patterns += [(where(("torch", "pins", k)), v) for k, v in pins.items()]
+    for key, pattern in patterns:
+        if not isinstance(pattern, str):
+            continue
+        try:
+            compiled = re.compile(pattern)
+        except re.error as exc:
+            out.append((key, f"{pattern!r} is not a regular expression ({exc})"))
+            continue
+        if key == "torch.cuda_local_pattern" and not {"major", "minor"} <= set(
+                compiled.groupindex):
+            out.append((key, f"{pattern!r} has no (?P<major>…) and (?P<minor>…) groups"))
+    return out
+
+
+def _version_problems(doc: dict) -> list[tuple[str, str]]:
+    """Every ``min_version`` must parse."""
+    tables: list[tuple[tuple, Any]] = [(("torch",), doc.get("torch"))]
+    frameworks = doc.get("frameworks")
+    tables += [(("frameworks", i), fw)
+               for i, fw in enumerate(frameworks if isinstance(frameworks, list) else ())]
+    out = []
+    for path, table in tables:
+        value = table.get("min_version") if isinstance(table, dict) else None
+        if isinstance(value, str):
+            try:
+                Version(value)
+            except InvalidVersion:
+                out.append((where((*path, "min_version")), f"{value!r} is not a PEP 440 version"))
+    return out
+
+
+SOURCES_HINT = ("fix matrix/sources.toml (its header comment and matrix/README.md document every "
+                "key; the schema is envgen/schemas/sources.schema.json)")
 
 
 def load_sources(matrix_dir: Path) -> Sources:
+    """matrix/sources.toml, checked against envgen/schemas/sources.schema.json and for what a
+    schema cannot say (patterns that compile, versions that parse, distinct index names)."""
     path = Path(matrix_dir) / "sources.toml"
     doc = _read_toml(path)
-    try:
-        indexes = tuple(
-            Index(i["name"], i["url"], tuple(i.get("projects", ())), bool(i.get("default", False)))
-            for i in doc["index"]
-        )
-        sources = Sources(
-            indexes=indexes,
-            torch=dict(doc.get("torch", {})),
-            frameworks=tuple(doc.get("frameworks", ())),
-            cuda_toolkits=tuple(doc.get("cuda_toolkits", ())),
-            refresh=dict(doc.get("refresh", {})),
-            path=path,
-        )
-    except (KeyError, TypeError) as exc:
-        raise DataError(
-            f"{path}: missing or malformed key {exc}", hint="see matrix/README.md"
-        ) from exc
-    names = [i.name for i in indexes]
-    if len(set(names)) != len(names):
-        raise DataError(f"{path}: duplicate index names", hint="give every [[index]] its own name")
-    return sources
+    problems = _schema_problems(doc, "sources")
+    bad = {key for key, _ in problems}
+    problems += [p for p in _regex_problems(doc) + _version_problems(doc) if p[0] not in bad]
+    rows = doc.get("index")
+    names = [i.get("name") for i in (rows if isinstance(rows, list) else ())
+             if isinstance(i, dict) and isinstance(i.get("name"), str)]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(("index", f"duplicate index name {name!r}: give every [[index]] its "
+                         "own name"))
+    _raise(path, problems, SOURCES_HINT)
+    indexes = tuple(
+        Index(i["name"], i["url"], tuple(i.get("projects", ())), i.get("default", False))
+        for i in doc["index"]
+    )
+    return Sources(
+        indexes=indexes,
+        torch=dict(doc.get("torch", {})),
+        frameworks=tuple(doc.get("frameworks", ())),
+        cuda_toolkits=tuple(doc.get("cuda_toolkits", ())),
+        refresh=dict(doc.get("refresh", {})),
+        path=path,
+    )
 
 
 @dataclass(frozen=True)
@@ -124,11 +200,18 @@ def refresh_policy(sources: Sources) -> RefreshPolicy:
 
 
 def load_manylinux_aliases(matrix_dir: Path) -> dict[str, str]:
+    """``[manylinux_aliases]`` of curated/policy.toml (checked against that table's part of
+    envgen/schemas/curated-policy.schema.json)."""
     path = Path(matrix_dir) / "curated" / "policy.toml"
     table = _read_toml(path).get("manylinux_aliases")
     if not isinstance(table, dict):
-        raise DataError(f"{path}: no [manylinux_aliases] table", hint="see matrix/README.md")
-    return {k: str(v) for k, v in table.items() if k not in ("source", "note")}
+        raise DataError(f"{path}: no [manylinux_aliases] table", hint="see matrix/README.md",
+                        source=f"{path}:manylinux_aliases")
+    problems = _schema_problems(table, "curated-policy", "manylinux_aliases",
+                                ("manylinux_aliases",))
+    _raise(path, problems, "fix [manylinux_aliases] in matrix/curated/policy.toml (alias = "
+           "\"glibc major.minor\", e.g. manylinux2014 = \"2.17\")")
+    return {k: v for k, v in table.items() if k not in ("source", "note")}
 
 
 def select_indexes(

@@ -1,19 +1,21 @@
 """matrix/curated/images.toml as value types: base images, OS families, op recipes, naming.
 
-Loaded only when an image is asked for; every problem in the file is collected and reported
-at once with where it is.
+Loaded only when an image is asked for; the file is checked against
+envgen/schemas/curated-images.schema.json and every problem is reported at once with its path.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier
+
 from envgen.errors import DataError
-from envgen.versions import spec_contains
+from envgen.schemas.check import check, where
+from envgen.versions import parse_spec, spec_contains
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -21,7 +23,6 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 FILE = "curated/images.toml"
-DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,111 +109,70 @@ class Recipes:
         return next((t for t in self.venv_toolkits if spec_contains(t.cuda, cuda)), None)
 
 
-class _Reader:
-    """Typed access to one table, collecting problems instead of stopping at the first."""
-
-    def __init__(self, problems: list[str]) -> None:
-        self.problems = problems
-
-    def get(self, table: dict, key: str, kind: type, where: str, default: Any = ...) -> Any:
-        if key not in table:
-            if default is not ...:
-                return default
-            self.problems.append(f"{where}: missing '{key}'")
-            return kind()
-        value = table[key]
-        if kind is tuple:
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                self.problems.append(f"{where}.{key}: expected a list of strings")
-                return ()
-            return tuple(value)
-        if kind is dict:
-            if not isinstance(value, dict) or not all(isinstance(v, (str, list))
-                                                      for v in value.values()):
-                self.problems.append(f"{where}.{key}: expected a table of strings")
-                return {}
-            return {k: tuple(v) if isinstance(v, list) else str(v) for k, v in value.items()}
-        if not isinstance(value, kind):
-            self.problems.append(f"{where}.{key}: expected {kind.__name__}")
-            return kind()
-        return value
-
-
-def _digest(r: _Reader, table: dict, key: str, where: str) -> str:
-    value = r.get(table, key, str, where)
-    if value and not DIGEST.match(value):
-        r.problems.append(f"{where}.{key}: {value!r} is not a sha256 digest "
-                          "(sha256:<64 lowercase hex>)")
-    return value
-
-
-def parse(doc: dict) -> Recipes:
-    problems: list[str] = []
-    r = _Reader(problems)
-    naming_t = doc.get("naming", {})
-    naming = Naming(repository=r.get(naming_t, "repository", str, "naming"),
-                    tag=r.get(naming_t, "tag", str, "naming"),
-                    local_registry=r.get(naming_t, "local_registry", str, "naming"))
-    default_archs = r.get(doc.get("gpu", {}), "default_archs", tuple, "gpu")
-    bases: dict[str, Base] = {}
-    for i, b in enumerate(doc.get("base", [])):
-        where = f"base[{i}]"
-        base = Base(os=r.get(b, "os", str, where), image=r.get(b, "image", str, where),
-                    digest=_digest(r, b, "digest", where),
-                    python=r.get(b, "python", tuple, where),
-                    observed=r.get(b, "observed", str, where),
-                    source=r.get(b, "source", str, where))
-        if base.os in bases:
-            problems.append(f"{where}: second base for {base.os}")
-        bases[base.os] = base
-    families: dict[str, Family] = {}
-    for name, f in doc.get("family", {}).items():
-        where = f"family.{name}"
-        by_os = r.get(f, "runtime_by_os", dict, where, default={})
-        families[name] = Family(
-            install=r.get(f, "install", str, where), python=r.get(f, "python", tuple, where),
-            builder=r.get(f, "builder", tuple, where), runtime=r.get(f, "runtime", tuple, where),
-            cc=r.get(f, "cc", str, where), cxx=r.get(f, "cxx", str, where),
-            useradd=r.get(f, "useradd", str, where),
-            conda_builder=r.get(f, "conda_builder", tuple, where),
-            ca_dir=r.get(f, "ca_dir", str, where), ca_update=r.get(f, "ca_update", str, where),
-            ca_bundle=r.get(f, "ca_bundle", str, where),
-            runtime_by_os={k: tuple(v) for k, v in by_os.items()})
-        if "{packages}" not in families[name].install:
-            problems.append(f"{where}.install: has no {{packages}} placeholder")
-    c = doc.get("conda", {})
-    conda = CondaInstaller(image=r.get(c, "micromamba", str, "conda"),
-                           digest=_digest(r, c, "micromamba_digest", "conda"),
-                           path=r.get(c, "micromamba_path", str, "conda"),
-                           build_only=r.get(c, "build_only", tuple, "conda"),
-                           env=r.get(c, "env", dict, "conda", default={}),
-                           targets=r.get(c, "targets", dict, "conda"))
-    toolkits = []
-    for i, t in enumerate(doc.get("venv_toolkit", [])):
-        where = f"venv_toolkit[{i}]"
-        toolkits.append(VenvToolkit(
-            cuda=r.get(t, "cuda", str, where), cuda_home=r.get(t, "cuda_home", str, where),
-            setup=r.get(t, "setup", tuple, where, default=()),
-            env=r.get(t, "env", dict, where, default={}),
-            build_only=r.get(t, "build_only", tuple, where, default=())))
-    ops: dict[str, Ops] = {}
-    for name, o in doc.get("ops", {}).items():
-        where = f"ops.{name}"
-        ops[name] = Ops(framework=name, env=r.get(o, "env", dict, where, default={}),
-                        ops=r.get(o, "ops", tuple, where), check=r.get(o, "check", str, where),
-                        source=r.get(o, "source", str, where))
-    portable: dict[str, dict[str, str]] = {}
-    for arch in doc.get("portable", {}):
-        flags = r.get(doc["portable"], arch, dict, "portable")
-        portable[arch] = {k: v for k, v in flags.items() if k != "source"}
-        if any(" " in k or " " in v for k, v in portable[arch].items()):
-            problems.append(f"portable.{arch}: flags must be single words")
+def parse(doc: Any) -> Recipes:
+    """``doc`` (images.toml as parsed) checked against ``curated-images.schema.json`` and for
+    what a schema cannot say (one base per OS, specifiers that parse), then as Recipes;
+    DataError listing every problem otherwise."""
+    errors = check(doc, "curated-images")
+    problems = [f"{where(e.path) or '(top level)'}: {e.message()}" for e in errors]
+    bad = {e.path for e in errors}
+    if isinstance(doc, dict):
+        seen: set[str] = set()
+        for i, b in enumerate(doc.get("base") if isinstance(doc.get("base"), list) else ()):
+            os_id = b.get("os") if isinstance(b, dict) else None
+            if not isinstance(os_id, str):
+                continue
+            if os_id in seen:
+                problems.append(f"base[{i}]: second base for {os_id}")
+            seen.add(os_id)
+        toolkits = doc.get("venv_toolkit")
+        for i, t in enumerate(toolkits if isinstance(toolkits, list) else ()):
+            spec = t.get("cuda") if isinstance(t, dict) else None
+            if isinstance(spec, str) and spec and ("venv_toolkit", i, "cuda") not in bad:
+                try:
+                    parse_spec(spec)
+                except InvalidSpecifier:
+                    problems.append(f"venv_toolkit[{i}].cuda: {spec!r} is not a PEP 440 "
+                                    "version specifier")
     if problems:
         raise DataError(f"{FILE} has {len(problems)} problem(s):\n  " + "\n  ".join(problems),
-                        hint=f"fix {FILE} (its header documents every field)")
-    return Recipes(naming=naming, default_archs=default_archs, bases=bases, families=families,
-                   conda=conda,
-                   venv_toolkits=tuple(toolkits), ops=ops, portable=portable)
+                        hint=f"fix {FILE} (its header documents every field; the schema is "
+                        "envgen/schemas/curated-images.schema.json)")
+    return _build(doc)
+
+
+def _build(doc: dict) -> Recipes:
+    """Recipes from a document that passed :func:`parse`'s checks (the types are trusted)."""
+    n = doc["naming"]
+    naming = Naming(repository=n["repository"], tag=n["tag"], local_registry=n["local_registry"])
+    bases = {b["os"]: Base(os=b["os"], image=b["image"], digest=b["digest"],
+                           python=tuple(b["python"]), observed=b["observed"], source=b["source"])
+             for b in doc.get("base", [])}
+    families = {
+        name: Family(
+            install=f["install"], python=tuple(f["python"]), builder=tuple(f["builder"]),
+            runtime=tuple(f["runtime"]), cc=f["cc"], cxx=f["cxx"], useradd=f["useradd"],
+            conda_builder=tuple(f["conda_builder"]), ca_dir=f["ca_dir"],
+            ca_update=f["ca_update"], ca_bundle=f["ca_bundle"],
+            runtime_by_os={k: tuple(v) for k, v in f.get("runtime_by_os", {}).items()})
+        for name, f in doc.get("family", {}).items()
+    }
+    c = doc["conda"]
+    conda = CondaInstaller(image=c["micromamba"], digest=c["micromamba_digest"],
+                           path=c["micromamba_path"], build_only=tuple(c["build_only"]),
+                           env=dict(c.get("env", {})), targets=dict(c["targets"]))
+    toolkits = tuple(
+        VenvToolkit(cuda=t["cuda"], cuda_home=t["cuda_home"], setup=tuple(t.get("setup", ())),
+                    env=dict(t.get("env", {})), build_only=tuple(t.get("build_only", ())))
+        for t in doc.get("venv_toolkit", []))
+    ops = {name: Ops(framework=name, env=dict(o.get("env", {})), ops=tuple(o["ops"]),
+                     check=o["check"], source=o["source"])
+           for name, o in doc.get("ops", {}).items()}
+    portable = {arch: {k: v for k, v in flags.items() if k not in ("source", "note")}
+                for arch, flags in doc.get("portable", {}).items()}
+    return Recipes(naming=naming, default_archs=tuple(doc["gpu"]["default_archs"]), bases=bases,
+                   families=families, conda=conda, venv_toolkits=toolkits, ops=ops,
+                   portable=portable)
 
 
 def load_recipes(matrix_dir: str | Path) -> Recipes:
@@ -224,4 +184,13 @@ def load_recipes(matrix_dir: str | Path) -> Recipes:
                         hint=f"restore matrix/{FILE} from the repository") from None
     except tomllib.TOMLDecodeError as exc:
         raise DataError(f"{path}: {exc}", hint=f"fix the TOML syntax of {FILE}") from None
+    except RecursionError:
+        raise DataError(f"{path}: nested too deeply", hint=f"fix {FILE}") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} is not UTF-8 text ({exc})",
+                        hint=f"fix {FILE}, or restore it from the repository") from None
+    except OSError as exc:
+        raise DataError(f"cannot read {path}: {exc.strerror or exc}",
+                        hint=f"make {FILE} a readable file, or restore it from the "
+                        "repository") from None
     return parse(doc)

@@ -1,11 +1,24 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import sys
+from functools import cache
+from pathlib import Path
 
 import pytest
 
 from envgen.errors import DataError
 from envgen.facts import find_matrix_dir, load_facts
+from envgen.schemas.check import check, validator, where
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "matrix"
 
 
 def test_loads_harvested_and_curated(facts):
@@ -34,14 +47,15 @@ def test_variant_of_unharvested_release_is_skipped(facts):
 def test_curated_record_without_source_is_rejected(matrix_copy):
     path = matrix_copy / "curated" / "os.toml"
     path.write_text(path.read_text().replace('source = "https://example.invalid/debian-12"', ""))
-    with pytest.raises(DataError, match=r"os\[2\] \(debian-12\): has no 'source'"):
+    with pytest.raises(DataError, match=r"curated/os.toml os\[2\] \(debian-12\): missing "
+                                        r"'source'"):
         load_facts(matrix_copy)
 
 
 def test_all_problems_reported_at_once(matrix_copy):
     torch = matrix_copy / "harvested" / "torch.json"
     doc = json.loads(torch.read_text())
-    doc["builds"][0]["version"] = "not a version"
+    doc["builds"][0]["version"] = "1.13.1.x"  # the right shape, but no PEP 440 version
     doc["builds"][1]["python"] = ["three"]
     torch.write_text(json.dumps(doc))
     (matrix_copy / "curated" / "cuda.toml").write_text("this is = = not toml")
@@ -49,10 +63,14 @@ def test_all_problems_reported_at_once(matrix_copy):
         load_facts(matrix_copy)
     text = str(exc.value)
     assert "3 problem(s)" in text
-    assert "builds[0]: 'not a version' is not a version" in text
-    assert "builds[1]: malformed record" in text
-    assert "cuda.toml: not valid TOML" in text
-    assert "envgen matrix update --write" in text  # says how to regenerate
+    assert "harvested/torch.json builds[0].version (1.13.1.x 11.7 linux-x86_64): '1.13.1.x' " \
+           "is not a PEP 440 version" in text
+    assert "harvested/torch.json builds[1].python[0] (2.1.2 12.1 linux-x86_64): 'three' is " \
+           "not a Python version" in text
+    assert "curated/cuda.toml: not valid TOML" in text
+    # the fix names each file and how to repair that kind of file
+    assert "fix curated/cuda.toml" in exc.value.hint
+    assert "regenerate harvested/torch.json with `envgen matrix update --write`" in text
 
 
 def test_missing_harvested_file_says_how_to_create_it(matrix_copy):
@@ -81,3 +99,174 @@ def test_tests_cannot_reach_the_internet():
 
     with pytest.raises(OSError, match="tests must not use the network"):
         socket.create_connection(("203.0.113.7", 443), timeout=1)
+
+
+# ------------------------------------------------------------------------------ schemas
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMAS = ROOT / "envgen" / "schemas"
+FILES = {  # matrix file → schema
+    "harvested/torch.json": "harvested-torch",
+    "harvested/frameworks.json": "harvested-frameworks",
+    "harvested/cuda.json": "harvested-cuda",
+    **{f"curated/{n}.toml": f"curated-{n}" for n in (
+        "os", "cuda", "torch", "frameworks", "policy", "toolchain", "images")},
+    "sources.toml": "sources",
+    "cells.toml": "cells",
+}
+
+
+def _read(path: Path):
+    if path.suffix == ".json":
+        return json.loads(path.read_text(encoding="utf-8"))
+    return tomllib.loads(path.read_text(encoding="utf-8"))
+
+
+@cache
+def _jsonschema(name: str):
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(json.loads(
+        (SCHEMAS / f"{name}.schema.json").read_text(encoding="utf-8")))
+
+
+def test_every_matrix_file_has_a_schema_and_every_schema_is_draft_2020_12():
+    import jsonschema
+
+    assert {f"{n}.schema.json" for n in FILES.values()} | {"lock-manifest.schema.json"} == {
+        p.name for p in SCHEMAS.glob("*.schema.json")}
+    for path in SCHEMAS.glob("*.schema.json"):
+        schema = json.loads(path.read_text(encoding="utf-8"))
+        assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+        jsonschema.Draft202012Validator.check_schema(schema)
+    for name in FILES.values():  # and the fast validator compiles every one
+        validator(name)
+
+
+@pytest.mark.parametrize(("matrix", "rel"), [
+    (m, rel) for m in ("matrix", "tests/fixtures/matrix") for rel in FILES
+    if (ROOT / m / rel).exists()])  # the fixture has no sources.toml, cells.toml
+def test_matrix_files_validate_against_their_schemas(matrix, rel):
+    doc = _read(ROOT / matrix / rel)
+    assert [e.message() for e in check(doc, FILES[rel])] == []
+    assert [e.message for e in _jsonschema(FILES[rel]).iter_errors(doc)] == []
+
+
+def test_both_matrices_load():
+    assert load_facts(ROOT / "matrix").torch_builds
+    assert load_facts(ROOT / "tests" / "fixtures" / "matrix").torch_builds
+
+
+@pytest.mark.integration
+def test_what_the_harvester_writes_validates(committed):
+    """The schemas describe what `envgen matrix update --write` really writes."""
+    for name in ("torch", "frameworks", "cuda"):
+        doc = _read(committed / "harvested" / f"{name}.json")
+        assert next(iter(doc.values())) is not None
+        assert [e.message() for e in check(doc, f"harvested-{name}")] == []
+
+
+DAMAGE = [5, 1.5, True, None, "x", "", "12.1\n", "x\ty", [], ["x"], [5], {}, {"a": 1}]
+
+
+def _mutations(doc):
+    """``doc`` with one value of its first records replaced by each DAMAGE value or removed."""
+    tables = [((), doc)]
+    for key, value in doc.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            tables.append(((key, 0), value[0]))
+        elif isinstance(value, dict):
+            tables.append(((key,), value))
+            tables += [((key, k), v) for k, v in value.items() if isinstance(v, dict)][:1]
+    for path, table in tables:
+        for field in list(table):
+            for value in [DELETE, *DAMAGE]:
+                copy = json.loads(json.dumps(doc))
+                node = copy
+                for part in path:
+                    node = node[part]
+                if value is DELETE:
+                    del node[field]
+                else:
+                    node[field] = value
+                yield copy
+
+
+DELETE = object()
+
+
+@pytest.mark.parametrize("rel", list(FILES))
+def test_the_fast_validator_agrees_with_jsonschema(rel):
+    """envgen validates with its own compiled validator (jsonschema is too slow for the hot
+    path); on every kind of damage to every field it must report the same places."""
+    path = FIXTURE / rel if (FIXTURE / rel).exists() else ROOT / "matrix" / rel
+    doc = json.loads(json.dumps(_read(path)))
+    for key, value in doc.items():  # two records per table keep this quick
+        if isinstance(value, list):
+            doc[key] = value[:2]
+    seen = 0
+    for damaged in _mutations(doc):
+        mine = sorted(map(repr, (e.path for e in check(damaged, FILES[rel]))))
+        theirs = sorted(map(repr, (tuple(e.absolute_path)
+                                   for e in _jsonschema(FILES[rel]).iter_errors(damaged))))
+        assert mine == theirs, damaged
+        seen += bool(mine)
+    assert seen > 50
+
+
+def test_a_trailing_newline_does_not_pass_a_pattern():
+    """Python's ``$`` also matches before a final newline; the schemas' patterns must not."""
+    doc = _read(FIXTURE / "harvested" / "cuda.json")
+    doc["toolkits"][0]["cuda"] = "11.7\n"
+    assert [where(e.path) for e in check(doc, "harvested-cuda")] == ["toolkits[0].cuda"]
+    assert len(list(_jsonschema("harvested-cuda").iter_errors(doc))) == 1
+
+
+def test_unsupported_schema_keywords_are_refused():
+    from envgen.schemas.check import _Compiler
+
+    with pytest.raises(ValueError, match="oneOf"):
+        _Compiler({}).compile({"oneOf": [{"type": "string"}, {"type": "null"}]})
+
+
+def test_deep_nesting_is_reported_not_raised():
+    doc = _read(FIXTURE / "harvested" / "torch.json")
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    doc["builds"][0]["python"] = [deep, deep]
+    assert [e.message() for e in check(doc, "harvested-torch")] == ["is nested too deeply"]
+
+
+def test_files_are_validated_once_per_modification(matrix_copy, monkeypatch):
+    from envgen.facts import load as load_module
+
+    calls: list[str] = []
+    real = load_module.check
+    monkeypatch.setattr(load_module, "check", lambda doc, name: calls.append(name) or real(
+        doc, name))
+    load_module._CACHE.clear()
+    first = load_facts(matrix_copy)
+    assert sorted(calls) == sorted(FILES[r] for r in FILES
+                                   if r.startswith(("harvested/", "curated/"))
+                                   and not r.endswith("images.toml"))
+    assert load_facts(matrix_copy) is first and len(calls) == 9  # cached: not read again
+    path = matrix_copy / "curated" / "os.toml"
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert load_facts(matrix_copy) is not first and len(calls) == 18  # read again: checked
+
+
+def test_problems_in_a_refreshed_snapshot_name_its_path(matrix_copy, tmp_path):
+    """Harvested facts read from the data directory are reported with their full path."""
+    data = tmp_path / "data"
+    shutil.copytree(matrix_copy / "harvested", data / "harvested")
+    torch = data / "harvested" / "torch.json"
+    doc = json.loads(torch.read_text())
+    doc["generated"]["date"] = "2099-01-01"
+    doc["builds"][0]["platform"] = "linux-riscv64"
+    torch.write_text(json.dumps(doc))
+    with pytest.raises(DataError) as exc:
+        load_facts(matrix_copy, data)
+    assert f"{torch} builds[0].platform" in exc.value.message
+    assert "is not a platform" in exc.value.message
