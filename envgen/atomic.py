@@ -143,10 +143,24 @@ def _remove_folders(created: list[Path]) -> None:
             folder.rmdir()
 
 
+def _temp_prefix(path: Path, pid: int | str) -> str:
+    return f".{path.name[:180]}.envgen-{pid}-"
+
+
+def _clear_stale_temps(path: Path) -> None:
+    """Remove temporaries an envgen process that died (SIGKILL) left beside ``path``."""
+    with contextlib.suppress(OSError):
+        for stray in path.parent.glob(f"{_temp_prefix(path, '*')}*.tmp"):
+            pid = stray.name[len(f".{path.name[:180]}.envgen-"):].split("-", 1)[0]
+            if pid.isdigit() and not alive(int(pid)):
+                stray.unlink(missing_ok=True)
+
+
 def _temp_file(path: Path, data: bytes, durable: bool, source: str | None) -> str:
     """``data`` in a new temporary file beside ``path``; its name."""
+    _clear_stale_temps(path)
     try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:200]}.",
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_temp_prefix(path, os.getpid()),
                                    suffix=".tmp")
     except OSError as exc:
         raise _wrap(exc, "writing", path, source) from None
@@ -207,6 +221,22 @@ def write_files(files: dict[Path, bytes], durable: bool = True, *,
         for folder in {Path(p).parent for p in files}:
             with contextlib.suppress(OSError):
                 fsync_dir(folder)
+
+
+def writable_dir(path: Path, what: str, source: str | None = None) -> Path:
+    """``path`` exists (created if missing) and a file can be written in it: checked before
+    tools that would fail there with a misleading message (uv, rattler). FilesystemError
+    naming ``what`` (e.g. "the cache directory") and ``source`` otherwise."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".envgen-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise filesystem_error(exc, "", source=source, message=f"{what} {path} is not "
+                               f"writable: {exc.strerror or exc}") from None
+    return path
 
 
 def clear_debris(parent: Path, name: str) -> list[Path]:

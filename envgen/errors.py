@@ -143,13 +143,15 @@ _FS_FIXES = {
 
 
 def filesystem_error(exc: OSError, action: str, path: os.PathLike[str] | str | None = None,
-                     *, source: str | None = None) -> FilesystemError:
+                     *, source: str | None = None, message: str | None = None
+                     ) -> FilesystemError:
     """A FilesystemError for ``exc`` raised while ``action`` ("writing", "creating") ``path``:
-    the path, the system's reason and a fix for that reason."""
+    the path, the system's reason and a fix for that reason (``message`` replaces the
+    first two)."""
     where = path if path is not None else (exc.filename or "")
     reason = exc.strerror or str(exc)
     fix = _FS_FIXES.get(exc.errno or 0, "check the path and the filesystem, then retry")
-    return FilesystemError(f"{action} {where}: {reason}", hint=fix, source=source)
+    return FilesystemError(message or f"{action} {where}: {reason}", hint=fix, source=source)
 
 
 def note_rollback(exc: BaseException, what: str) -> None:

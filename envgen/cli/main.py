@@ -201,8 +201,18 @@ def _interrupted(exc: KeyboardInterrupt, as_json: bool) -> int:
     return 128 + signum
 
 
+def _tolerant_streams() -> None:
+    """Never fail on output: a character the terminal's encoding lacks (PYTHONIOENCODING=ascii,
+    a path that is not UTF-8) is written as an escape instead of raising."""
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            with contextlib.suppress(ValueError, OSError):  # a detached or closed stream
+                stream.reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _tolerant_streams()
     as_json, debug = _wants(argv, "--json"), _wants(argv, "--debug")
     with _sigterm_raises():
         try:

@@ -135,7 +135,13 @@ def one_ca_cert(ctx: Context, args: argparse.Namespace) -> Path | None:
 
 
 def cache_dir(ctx: Context, args: argparse.Namespace) -> Path:
-    return ctx.setting(args, "cache-dir") or cache_root()
+    """The cache directory, checked to be writable (uv and rattler would otherwise fail
+    there with a message about the index or the channel)."""
+    from envgen.atomic import writable_dir
+
+    path = ctx.setting(args, "cache-dir") or cache_root()
+    return writable_dir(path, "the cache directory",
+                        ctx.source("cache-dir", "ENVGEN_CACHE_DIR / ~/.cache/envgen"))
 
 
 def options_from_args(args: argparse.Namespace, ctx: Context) -> LockOptions:

@@ -119,7 +119,7 @@ def register(
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from envgen.cli.make_cmd import one_ca_cert
+    from envgen.cli.make_cmd import cache_dir, one_ca_cert
     from envgen.facts.locate import check_data_dir
     from envgen.harvest.diff import render_text
     from envgen.harvest.update import UpdateOptions, update_matrix
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for item in args.index:
         validate.text(item, "--index", "--index")
     ca_cert = one_ca_cert(ctx, args)
-    cache = ctx.setting(args, "cache-dir")
+    cache = cache_dir(ctx, args)
     data_dir = ctx.data_dir or ctx.matrix_dir
     if args.write:
         check_data_dir(data_dir, ctx.source("data-dir"))
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         write=args.write,
         indexes=list(args.index),
         all_indexes=args.all_indexes,
-        cache_dir=cache / "http" if cache else None,
+        cache_dir=cache / "http",
         offline=args.offline,
         jobs=args.jobs,
         timeout=args.timeout,

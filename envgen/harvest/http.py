@@ -119,6 +119,9 @@ class Http:
                 problem = f"truncated response ({type(exc).__name__})"
             except requests.ConnectionError as exc:
                 problem = f"connection failed ({type(exc).__name__})"
+            except requests.RequestException as exc:  # redirect loop, bad URL: not retried
+                raise NetworkError(f"GET {url} failed: {type(exc).__name__}: {exc}",
+                                   hint=NETWORK_HINT) from None
             else:
                 status = response.status_code
                 if status in allow:

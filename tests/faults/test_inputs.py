@@ -4,6 +4,7 @@ enters, with the value's source named, a fix, exit 2 (usage) — and nothing is 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -281,3 +282,21 @@ def test_request_control_character(cli, mx):
 def test_not_a_version(cli, mx, flag):
     r = cli(*mx, "resolve", "--framework", "deepspeed", flag, "latest")
     assert r.code == 2 and r.says("is not a version", f"source: {flag}")
+
+
+@fault("I35", "a terminal that cannot encode envgen's output (PYTHONIOENCODING=ascii)", exit=0)
+def test_ascii_terminal(fixture_matrix):
+    from support.faultkit import run_subprocess
+
+    r = run_subprocess("--matrix-dir", fixture_matrix, "resolve", "--framework", "deepspeed",
+                       "--limit", "1", env={"PYTHONIOENCODING": "ascii"})
+    assert r.code == 0 and "\\u2014" in r.out  # the em dash, escaped instead of a crash
+
+
+@fault("I36", "a path argument that is not UTF-8 (a surrogate-escaped byte)", exit=2)
+def test_non_utf8_argument(fixture_matrix):
+    from support.faultkit import run_subprocess
+
+    r = run_subprocess("--matrix-dir", fixture_matrix, "resolve", "--framework",
+                       os.fsdecode(b"deep\xffspeed"))
+    assert r.code == 2 and "unknown framework" in r.err

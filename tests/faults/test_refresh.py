@@ -230,3 +230,9 @@ def test_offline_empty_cache(cli, committed, tmp_path):
     r = cli("matrix", "update", "--matrix-dir", committed, "--offline", "--cache-dir",
             tmp_path / "empty", "--write")
     assert r.code == 4 and r.says("is not in the cache") and tree(committed) == before
+
+
+@fault("R22", "an index that redirects in a loop", exit=4)
+def test_redirect_loop(update, index_server):
+    index_server.state.raw["/simple/torch/"] = (302, b"", {"Location": "/simple/torch/"})
+    assert update().says("TooManyRedirects")

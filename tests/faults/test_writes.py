@@ -235,3 +235,24 @@ def test_closed_stdout(fixture_matrix):
                           shell=True, capture_output=True, text=True, env=env, check=False,
                           executable="/bin/bash")
     assert proc.returncode == 0 and "Traceback" not in proc.stderr
+
+
+@fault("W18", "a cache directory that cannot be written (uv/rattler would blame the index)",
+       exit=4)
+@pytest.mark.parametrize("how", ["flag", "env"])
+def test_cache_dir_not_writable(cli, make_args, tmp_path, how):
+    with tmpfs(tmp_path / "ro", readonly=True) as ro:
+        args = list(make_args)
+        if how == "flag":
+            args[args.index("--cache-dir") + 1] = str(ro)
+            env = {}
+        else:
+            i = args.index("--cache-dir")
+            del args[i:i + 2]
+            env = {"ENVGEN_CACHE_DIR": str(ro)}
+        r = cli(*args, "--cuda", "12.8", "--json", env=env)
+        assert r.code == 4 and r.error["kind"] == "filesystem"
+        assert r.error["message"] == f"the cache directory {ro} is not writable: " \
+                                     "Read-only file system"
+        assert r.error["source"] == ("--cache-dir" if how == "flag" else "ENVGEN_CACHE_DIR")
+        assert not (tmp_path / "locks").exists()

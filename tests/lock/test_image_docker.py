@@ -140,7 +140,7 @@ def test_buildkit_engine(image_lock, built):
 
 def test_build_usage_errors(tmp_path, image_lock):
     proc = run_envgen("build", str(tmp_path))
-    assert proc.returncode == 2 and "has no Dockerfile" in proc.stderr
+    assert proc.returncode == 2 and "is not an envgen lock directory" in proc.stderr
     proc = run_envgen("build", image_lock["directory"], "--push")
     assert proc.returncode == 2 and "--push needs --registry" in proc.stderr
     bad = tmp_path / "bad.pem"
