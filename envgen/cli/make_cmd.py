@@ -165,7 +165,7 @@ def options_from_args(args: argparse.Namespace, ctx: Context) -> LockOptions:
 
 def _conflicts(request, fields: dict[str, str]) -> list[str]:
     """Request flags the combination id contradicts ("--cuda 12.1 (the id has 13.2)")."""
-    from envgen.resolve.request import cuda_matches, matcher
+    from envgen.resolve.request import PLATFORM_ALIASES, cuda_matches, matcher
 
     out = []
     for axis, value in fields.items():
@@ -176,6 +176,8 @@ def _conflicts(request, fields: dict[str, str]) -> list[str]:
             ok = matcher(f"--{axis.replace('_', '-')}", asked)(value)
         elif axis == "cuda":
             ok = cuda_matches(asked.lower().removeprefix("cu"), value)
+        elif axis == "platform":
+            ok = PLATFORM_ALIASES.get(asked, asked) == value
         else:
             ok = asked.strip().lower().replace("_", "-") == value
         if not ok:

@@ -75,7 +75,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
             out["generated"] = facts.generated
         dump_json(out, ctx.out)
         return 0
-    print(_render(kind, data, facts), file=ctx.out)
+    text = _render(kind, data, facts)
+    if kind == "summary":
+        from envgen.cli.make_cmd import shown
+        from envgen.facts.locate import harvested_dir
+
+        where = shown(harvested_dir(ctx.matrix_dir, ctx.data_dir).resolve())
+        text = text.replace("\n", f"\n  read from        {where}/\n", 1)
+    print(text, file=ctx.out)
     return 0
 
 

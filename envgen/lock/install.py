@@ -208,6 +208,16 @@ def _empty(prefix: Path) -> None:
             return
 
 
+def _is_envgen(pid: int) -> bool:
+    """Whether process ``pid`` runs envgen (a recycled pid of another program does not
+    count); True where /proc cannot tell."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+    return b"envgen" in cmdline
+
+
 def incomplete_install(prefix: Path) -> dict | None:
     """The marker of an envgen install into ``prefix`` that never finished (its process is
     gone: killed, power loss), or None."""
@@ -218,7 +228,7 @@ def incomplete_install(prefix: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     pid = marker.get("pid") if isinstance(marker, dict) else None
-    if isinstance(pid, int) and alive(pid) and pid != os.getpid():
+    if isinstance(pid, int) and pid != os.getpid() and alive(pid) and _is_envgen(pid):
         raise InstallError(f"another envgen (pid {pid}) is installing into {prefix} right now",
                            hint="wait for it to finish, or stop it first")
     return marker if isinstance(marker, dict) else {}

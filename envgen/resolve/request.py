@@ -12,7 +12,7 @@ from envgen.facts.model import Facts, Toolchain
 from envgen.versions import dotted_key, version_matcher
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64")
-_PLATFORM_ALIASES = {"x86_64": "linux-x86_64", "amd64": "linux-x86_64",
+PLATFORM_ALIASES = {"x86_64": "linux-x86_64", "amd64": "linux-x86_64",
                      "aarch64": "linux-aarch64", "arm64": "linux-aarch64", "sbsa": "linux-aarch64"}
 _ARCH_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
 _CC_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
@@ -120,7 +120,7 @@ def validate(request: Request, facts: Facts) -> Request:
                              hint=f"{suggest(request.flavor, list(flavors))}use --flavor conda "
                              "(conda toolchain + pip packages) or --flavor venv (pip only)",
                              source="--flavor")
-    platform = _PLATFORM_ALIASES.get(request.platform, request.platform)
+    platform = PLATFORM_ALIASES.get(request.platform, request.platform)
     if platform not in PLATFORMS:
         raise UsageError(f"unknown platform {request.platform!r}",
                          hint=f"{suggest(platform, list(PLATFORMS))}use one of: "
