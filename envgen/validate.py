@@ -62,26 +62,6 @@ def path(value: Any, what: str, source: str | None = None) -> Path:
     return Path(os.path.abspath(os.path.expanduser(raw)))
 
 
-def existing_file(value: Any, what: str, source: str | None = None) -> Path:
-    p = path(value, what, source)
-    if not p.exists():
-        raise UsageError(f"{what} {p} does not exist", hint="check the path", source=source)
-    if not p.is_file():
-        raise UsageError(f"{what} {p} is not a file", hint="give the path of a file",
-                         source=source)
-    return p
-
-
-def existing_dir(value: Any, what: str, source: str | None = None) -> Path:
-    p = path(value, what, source)
-    if not p.exists():
-        raise UsageError(f"{what} {p} does not exist", hint="check the path", source=source)
-    if not p.is_dir():
-        raise UsageError(f"{what} {p} is not a directory", hint="give the path of a directory",
-                         source=source)
-    return p
-
-
 def url(value: Any, what: str, source: str | None = None,
         schemes: tuple[str, ...] = ("https", "http")) -> str:
     """An absolute URL with one of ``schemes`` (and a host, for http/https)."""
