@@ -16,11 +16,12 @@ from pathlib import Path
 from envgen.errors import DataError
 from envgen.resolve.combination import parse_combination_id
 from envgen.schemas.check import check, where
+from envgen.schemas.read import read_toml
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover
-    import tomli as tomllib
+    pass
 
 FILE = "cells.toml"
 
@@ -46,21 +47,9 @@ def load_cells(path: Path) -> list[Cell]:
     """matrix/cells.toml: [[cell]] combination, flavor, gpu_arch, base, checked against
     envgen/schemas/cells.schema.json and for valid, distinct combination ids. Every problem
     at once."""
-    try:
-        doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"{path} does not exist",
-                        hint=f"list the GPU matrix's cells in matrix/{FILE} ([[cell]] "
-                        "combination = \"<id>\")") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DataError(f"{path}: {exc}", hint="fix the TOML syntax") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text ({exc})", hint=f"fix matrix/{FILE}") from None
-    except RecursionError:
-        raise DataError(f"{path}: nested too deeply", hint=f"fix matrix/{FILE}") from None
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror or exc}",
-                        hint=f"make matrix/{FILE} a readable file") from None
+    doc = read_toml(Path(path), fix=f"fix matrix/{FILE}",
+                    missing_hint=f"list the GPU matrix's cells in matrix/{FILE} ([[cell]] "
+                    "combination = \"<id>\")")
     errors = check(doc, "cells")
     problems = [f"{where(e.path) or '(top level)'}: {e.message()}" for e in errors]
     rows = doc.get("cell")

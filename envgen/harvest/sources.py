@@ -15,11 +15,12 @@ from packaging.version import InvalidVersion, Version
 
 from envgen.errors import DataError, UsageError
 from envgen.schemas.check import check, where
+from envgen.schemas.read import read_toml
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover
-    import tomli as tomllib
+    pass
 
 
 @dataclass(frozen=True)
@@ -51,22 +52,7 @@ class Sources:
 
 
 def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except FileNotFoundError as exc:
-        raise DataError(f"{path} is missing", hint="restore it from the repository") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise DataError(f"{path}: invalid TOML ({exc})", hint="fix the syntax error") from exc
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text ({exc})",
-                        hint="fix the file, or restore it from the repository") from exc
-    except RecursionError:
-        raise DataError(f"{path}: nested too deeply", hint="fix the file") from None
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror or exc}",
-                        hint="make it a readable file, or restore it from the repository"
-                        ) from exc
+    return read_toml(path, fix=f"fix {path.name}", missing_hint="restore it from the repository")
 
 
 def _schema_problems(doc: Any, schema: str, definition: str | None = None,

@@ -15,12 +15,13 @@ from packaging.specifiers import InvalidSpecifier
 
 from envgen.errors import DataError
 from envgen.schemas.check import check, where
+from envgen.schemas.read import read_toml
 from envgen.versions import parse_spec, spec_contains
 
 if sys.version_info >= (3, 11):
-    import tomllib
+    pass
 else:  # pragma: no cover
-    import tomli as tomllib
+    pass
 
 FILE = "curated/images.toml"
 
@@ -177,20 +178,6 @@ def _build(doc: dict) -> Recipes:
 
 def load_recipes(matrix_dir: str | Path) -> Recipes:
     path = Path(matrix_dir) / FILE
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataError(f"the matrix has no {FILE}",
-                        hint=f"restore matrix/{FILE} from the repository") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise DataError(f"{path}: {exc}", hint=f"fix the TOML syntax of {FILE}") from None
-    except RecursionError:
-        raise DataError(f"{path}: nested too deeply", hint=f"fix {FILE}") from None
-    except UnicodeDecodeError as exc:
-        raise DataError(f"{path} is not UTF-8 text ({exc})",
-                        hint=f"fix {FILE}, or restore it from the repository") from None
-    except OSError as exc:
-        raise DataError(f"cannot read {path}: {exc.strerror or exc}",
-                        hint=f"make {FILE} a readable file, or restore it from the "
-                        "repository") from None
+    doc = read_toml(path, fix=f"fix {FILE}",
+                    missing_hint=f"restore matrix/{FILE} from the repository")
     return parse(doc)

@@ -532,7 +532,7 @@ def test_images_toml(make_image, matrix, tmp_path, path, value, fragment):
 
 @fault("M05", "images.toml, sources.toml or cells.toml damaged", exit=1)
 @pytest.mark.parametrize(("body", "fragment"), [
-    (None, "the matrix has no curated/images.toml"),
+    (None, "curated/images.toml does not exist"),
     (b"[naming\n", "images.toml: "),
     (b"\xff", "is not UTF-8 text"),
 ], ids=["missing", "syntax", "not-utf8"])
