@@ -150,9 +150,13 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         allow_removals=args.allow_removals,
     )
     result = update_matrix(ctx.matrix_dir, options, progress=ctx.progress, data_dir=data_dir)
+    for item in result.unread_builds:  # never fatal, never silent (--quiet included)
+        print(f"warning: {item['release']}: could not read its build files ({item['error']}); "
+              f"kept: {item['kept']}", file=ctx.err)
     if ctx.json:
         payload = {**result.diff, "written": result.written, "indexes": result.indexes,
-                   "target": str(result.target), "files_to_rewrite": result.stale}
+                   "target": str(result.target), "files_to_rewrite": result.stale,
+                   "unread_builds": result.unread_builds}
         print(json.dumps(payload, indent=2, sort_keys=True), file=ctx.out)
         return 0
     print(render_text(result.diff), file=ctx.out)

@@ -2,8 +2,9 @@
 
 Records are matched by an identity per file (torch: index, version, local, platform, wheel tag,
 first Python; frameworks: framework, version; cuda: cuda). Provenance that is not a fact, the
-``retrieved`` dates and the ``verified`` levels of ``source``/``sources``, never counts as a
-change. The result is JSON-able; :func:`render_text` makes the compact human form.
+``retrieved`` dates and the ``verified`` levels of ``source``/``sources`` (and of a framework's
+``build.source``), never counts as a change. The result is JSON-able; :func:`render_text`
+makes the compact human form.
 """
 
 from __future__ import annotations
@@ -28,13 +29,24 @@ def identity(file: str, record: dict[str, Any]) -> str:
 PROVENANCE = ("retrieved", "verified")  # keys of a source that are not facts
 
 
+NESTED = ("build", "headers")  # facts read from a release's files, with their own source
+
+
+def sources_of(record: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every source dict of a record: ``source``, ``sources`` and the ``source`` of its
+    nested ``build`` / ``headers`` facts."""
+    nested = [n.get("source") for n in (record.get(k) for k in NESTED) if isinstance(n, dict)]
+    found = [record.get("source"), *(record.get("sources") or []), *nested]
+    return [s for s in found if isinstance(s, dict)]
+
+
 def comparable(record: dict[str, Any]) -> dict[str, Any]:
-    """The record without ``retrieved`` dates and ``verified`` levels."""
+    """The record without ``retrieved`` dates and ``verified`` levels, in any of its
+    sources (:func:`sources_of`)."""
     clean = copy.deepcopy(record)
-    for source in [clean.get("source"), *(clean.get("sources") or [])]:
-        if isinstance(source, dict):
-            for key in PROVENANCE:
-                source.pop(key, None)
+    for source in sources_of(clean):
+        for key in PROVENANCE:
+            source.pop(key, None)
     return clean
 
 

@@ -7,24 +7,66 @@ first, then x86_64, then others; PEP 658 or Range reads), else from the sdist
 ``requires_torch`` is the specifier of the torch requirement that applies without any extra
 on Linux (markers evaluated for the wheel's Python, or the running interpreter's for sdists):
 ``""`` for an unpinned ``torch``, null when torch is not required at all.
+
+``files`` lists the release's real files (whether a non-yanked sdist exists; every non-yanked
+Linux or pure wheel with its Python versions, ABI, platform and glibc) so a resolver can refuse a
+release with no file for its target. ``build`` holds facts read from the release's own build
+code by the reader :data:`BUILD_READERS` registers for the framework (DeepSpeed: its
+``op_builder``, :mod:`envgen.harvest.op_builder`), from the sdist if there is one, else a wheel:
+``{"read": true, "from", "source", "error": null, ...facts}``; a release whose files cannot be
+read (404, corrupt archive, no build file) gets ``{"read": false, "error": "..."}`` here and
+:mod:`envgen.harvest.update` keeps its previous facts and reports it. Frameworks without a
+reader get ``null``.
 """
 
 from __future__ import annotations
 
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import canonicalize_name
+from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from envgen.errors import EnvgenError, HarvestError
+from envgen.harvest import integrity
 from envgen.harvest.fetcher import Fetcher
 from envgen.harvest.metadata import applies, requirements, wheel_environment, wheel_metadata
+from envgen.harvest.op_builder import BUILDER, deepspeed_build_facts, deepspeed_want
+from envgen.harvest.op_builder import normalize_paths as _ds_paths
+from envgen.harvest.release_files import read_release_files
 from envgen.harvest.sdist import read_sdist
 from envgen.harvest.simple_index import FileLink
 from envgen.harvest.tags import WheelInfo, glibc_max, is_final, parse_sdist, parse_wheel
 from envgen.versions import python_key
+
+Reader = Callable[[dict[str, str], list[str]], dict[str, Any]]
+
+
+def _deepspeed_reader(files: dict[str, str], cudas: list[str]) -> dict[str, Any]:
+    if BUILDER not in _ds_paths(files):
+        raise HarvestError(f"no {BUILDER} in the release")
+    return deepspeed_build_facts(files, cudas)
+
+
+# framework (normalized project name) -> (which archive members to read, their reader). A
+# reader raises HarvestError when the release lacks the files it needs.
+BUILD_READERS: dict[str, tuple[Callable[[str], bool], Reader]] = {
+    "deepspeed": (deepspeed_want, _deepspeed_reader),
+}
+try:  # Colossal-AI / Megatron-Core readers, where that module exists
+    from envgen.harvest import setup_checks as _setup_checks
+except ImportError:  # pragma: no cover - depends on the checkout
+    _setup_checks = None  # type: ignore[assignment]
+if _setup_checks is not None:
+    for _name, _want, _reader in (
+        ("colossalai", "COLOSSALAI_WANT", "colossalai_build_facts"),
+        ("megatron-core", "MEGATRON_CORE_WANT", "megatron_core_build_facts"),
+    ):
+        if hasattr(_setup_checks, _want) and hasattr(_setup_checks, _reader):
+            BUILD_READERS[_name] = (getattr(_setup_checks, _want), getattr(_setup_checks, _reader))
 
 
 def requires_torch(lines, where: str, python: str, arch: str) -> str | None:
@@ -78,8 +120,104 @@ def _pick_wheel(wheels: list[tuple[FileLink, WheelInfo]]) -> tuple[FileLink, Whe
     return ranked[0] if ranked else None
 
 
+def _wheel_abi(filename: str) -> str:
+    try:
+        tags = parse_wheel_filename(filename)[3]
+    except ValueError:
+        return "none"
+    return ".".join(sorted({t.abi for t in tags}))
+
+
+def release_files(files: dict[str, list]) -> dict[str, Any]:
+    """``{"sdist": bool, "wheels": [...]}``: the release's non-yanked sdist and Linux/pure
+    wheels (``files`` as :func:`_releases` groups them; yanked files are already left out)."""
+    wheels = [
+        {
+            "filename": link.filename,
+            "python": list(wheel.pythons),
+            "abi": _wheel_abi(link.filename),
+            "platform": wheel.platform or "any",
+            "glibc": wheel.glibc,
+        }
+        for link, wheel in files["wheels"]
+    ]
+    return {"sdist": bool(files["sdists"]), "wheels": sorted(wheels, key=lambda w: w["filename"])}
+
+
+# every key a harvested ``build`` has (null / empty where the reader stated nothing), so that
+# records of all three frameworks, read or not, have one shape (harvested-frameworks schema)
+BUILD_KEYS: dict[str, Any] = {
+    "read": False, "from": None, "source": None, "error": None, "nvcc_check": None,
+    "nvcc_mismatch": None, "nvcc_check_skipped_without_gpu": None,
+    "cuda_minor_mismatch_ok": None, "skip_cuda_check": None, "cxx_std": [], "nvcc_std": [],
+    "default_archs": None, "ops": [], "requires_torch": None, "requires_cuda": None,
+    "unread": [],
+}
+OP_KEYS: dict[str, Any] = {
+    "builder": None, "min_cc": None, "max_cc": None, "requires_cuda": None,
+    "requires_torch": None, "evidence": [], "needs_gpu": None, "gpu_override": None,
+    "optional": None,
+}
+
+
+def complete_build(build: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``build`` with every key of :data:`BUILD_KEYS` (and each op with every key of
+    :data:`OP_KEYS`); keys a reader adds beyond those are kept for the schema to judge."""
+    if build is None:
+        return None
+    out = {**BUILD_KEYS, **build}
+    out["ops"] = [{**OP_KEYS, **op} for op in out["ops"] or []]
+    for rule in (*out["cxx_std"], *out["nvcc_std"]):
+        rule.setdefault("torch", "")
+        rule.setdefault("cuda", "")
+        rule.setdefault("where", None)
+    return out
+
+
+def read_build(
+    fetch: Fetcher, framework: str, files: dict[str, list], cudas: list[str]
+) -> dict[str, Any] | None:
+    return complete_build(_read_build(fetch, framework, files, cudas))
+
+
+def _read_build(
+    fetch: Fetcher, framework: str, files: dict[str, list], cudas: list[str]
+) -> dict[str, Any] | None:
+    """The ``build`` value of a release (see the module docstring); None without a reader."""
+    if framework not in BUILD_READERS:
+        return None
+    want, reader = BUILD_READERS[framework]
+    if files["sdists"]:
+        link, kind = sorted(files["sdists"], key=lambda s: s[0].filename)[0][0], "sdist"
+    else:
+        chosen = _pick_wheel(files["wheels"])
+        if chosen is None:
+            return {"read": False, "error": "the release has no sdist or Linux/pure wheel"}
+        link, kind = chosen[0], "wheel"
+    try:
+        members, verified = read_release_files(
+            fetch.http, fetch.cache, link, want, fetch.whole_limit
+        )
+        facts = reader(members, cudas)
+    except HarvestError as exc:
+        if exc.hint == integrity.MISMATCH_HINT:  # tampered bytes stop the refresh, as anywhere
+            raise
+        return {"read": False, "error": exc.message}
+    except EnvgenError as exc:  # offline and not cached
+        return {"read": False, "error": exc.message}
+    except (SyntaxError, ValueError, RecursionError) as exc:
+        return {"read": False, "error": f"{link.url}: {type(exc).__name__}: {exc}"}
+    source = {"url": link.url, "sha256": link.sha256, "verified": verified}
+    return {"read": True, "from": kind, "source": source, "error": None, **facts}
+
+
 def _read(
-    fetch: Fetcher, project: str, index: str, version: Version, files: dict[str, list]
+    fetch: Fetcher,
+    project: str,
+    index: str,
+    version: Version,
+    files: dict[str, list],
+    cudas: list[str] | None = None,
 ) -> dict[str, Any]:
     chosen = _pick_wheel(files["wheels"])
     here = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -105,18 +243,26 @@ def _read(
         "wheel_glibc": glibc_max([w.glibc for w in binaries if w.glibc]),
         "metadata_from": how,
         "source": fetch.source(link, index, verified),
+        "files": release_files(files),
+        "build": read_build(fetch, canonicalize_name(project), files, cudas or []),
     }
 
 
 def harvest_framework(
-    fetch: Fetcher, index: str, links: list[FileLink], cfg: dict[str, Any]
+    fetch: Fetcher,
+    index: str,
+    links: list[FileLink],
+    cfg: dict[str, Any],
+    cudas: list[str] | None = None,
 ) -> list[dict[str, Any]]:
+    """One record per final release; ``cudas``: the CUDA ``major.minor`` values the build
+    readers evaluate for (e.g. DeepSpeed's default arch list per nvcc)."""
     releases = _releases(links, cfg, fetch.aliases)
     versions = sorted(releases)
     versions = [v for v in versions if releases[v]["wheels"] or releases[v]["sdists"]]
     return fetch.map(
         f"{cfg['project']} ({index}): releases",
-        lambda v: _read(fetch, cfg["project"], index, v, releases[v]),
+        lambda v: _read(fetch, cfg["project"], index, v, releases[v], cudas),
         versions,
     )
 

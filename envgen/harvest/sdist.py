@@ -14,7 +14,9 @@ from __future__ import annotations
 import json
 import tarfile
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import IO
 
 import requests
 import urllib3
@@ -74,24 +76,29 @@ def _classify(name: str) -> str | None:
     return None
 
 
-def _scan(stream, url: str) -> dict[str, str]:
+def _scan(stream: IO[bytes], key: Callable[[str], str | None]) -> dict[str, str]:
+    """The text of each file member that ``key`` names (``key`` gets the member's path without
+    a leading ``./`` and returns the name to keep it under, or ``None``); the first one wins."""
     found: dict[str, str] = {}
     with tarfile.open(fileobj=stream, mode="r|gz") as archive:
         for member in archive:
-            kind = _classify(member.name.lstrip("./")) if member.isfile() else None
-            if kind is None or kind in found:
+            name = key(member.name.lstrip("./")) if member.isfile() else None
+            if name is None or name in found:
                 continue
             handle = archive.extractfile(member)
-            found[kind] = handle.read().decode("utf-8", "replace") if handle else ""
+            found[name] = handle.read().decode("utf-8", "replace") if handle else ""
     return found
 
 
 _READ_ERRORS = (requests.RequestException, urllib3.exceptions.HTTPError, OSError)
 
 
-def _download(http: Http, link: FileLink) -> tuple[dict[str, str], str]:
-    """The wanted members of the sdist and its ``verified`` level; the whole stream is hashed
-    and checked before anything is returned."""
+def download_sdist(
+    http: Http, link: FileLink, key: Callable[[str], str | None] = _classify
+) -> tuple[dict[str, str], str]:
+    """The members of the streamed tar.gz at ``link`` that ``key`` names (see :func:`_scan`; by
+    default the requirement sources, by kind) and the sdist's ``verified`` level; the whole
+    stream is hashed and checked before anything is returned."""
     response = http.get(link.url, stream=True)
     if response is None:
         raise HarvestError(
@@ -102,7 +109,7 @@ def _download(http: Http, link: FileLink) -> tuple[dict[str, str], str]:
     try:
         response.raw.decode_content = False
         try:
-            found = _scan(stream, link.url)
+            found = _scan(stream, key)
         except (tarfile.TarError, EOFError, zlib.error) as exc:
             found, broken = {}, exc  # maybe other bytes than listed: the hash tells
         stream.drain()  # what tarfile left unread (padding, trailing blocks) is hashed too
@@ -130,7 +137,7 @@ def read_sdist(http: Http | None, cache: Cache, link: FileLink) -> SdistRequirem
         )
     if cache.offline or http is None:
         raise cache.offline_miss(link.url)
-    found, verified = _download(http, link)
+    found, verified = download_sdist(http, link)
     requires_python = link.requires_python
     if "PKG-INFO" not in found:
         raise HarvestError(f"{link.url}: sdist has no PKG-INFO")

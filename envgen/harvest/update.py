@@ -33,7 +33,7 @@ from envgen.facts.locate import harvested_dir
 from envgen.harvest import snapshot
 from envgen.harvest.cache import Cache
 from envgen.harvest.cuda_toolkits import harvest_toolkits
-from envgen.harvest.diff import comparable, diff_snapshots, identity, render_text
+from envgen.harvest.diff import comparable, diff_snapshots, identity, render_text, sources_of
 from envgen.harvest.fetcher import Fetcher
 from envgen.harvest.frameworks import framework_sort_key, harvest_framework
 from envgen.harvest.http import Http, HttpOptions
@@ -76,6 +76,7 @@ class UpdateResult:
     indexes: list[str]
     target: Path | None = None  # the harvested/ folder written (or that --write would write)
     stale: int = 0  # files whose text would change (facts, or provenance only)
+    unread_builds: list[dict[str, str]] = field(default_factory=list)  # release, error, kept
 
     @property
     def changes(self) -> int:
@@ -120,8 +121,11 @@ def _pages(fetch: Fetcher, index: Index, wanted: set[str]) -> dict[str, list]:
 
 
 def harvest(
-    fetch: Fetcher, sources: Sources, indexes: list[Index]
+    fetch: Fetcher, sources: Sources, indexes: list[Index], cudas: list[str] | None = None
 ) -> dict[str, list[dict[str, Any]]]:
+    """Every selected index's records. Framework build facts are evaluated for the CUDA
+    toolkits harvested in this run (an index's toolkits are read before its frameworks), or
+    for ``cudas`` (the committed cuda.json's) when this run harvested none."""
     records: dict[str, list[dict[str, Any]]] = {name: [] for name in snapshot.FILES}
     seen: dict[str, set[str]] = {name: set() for name in snapshot.FILES}
     wanted = {canonicalize_name(p) for p in sources.all_projects()}
@@ -133,11 +137,6 @@ def harvest(
             found["torch.json"] = harvest_torch(
                 fetch, index.name, pages[torch_project], sources.torch
             )
-        for cfg in sources.frameworks:
-            if canonicalize_name(cfg["project"]) in pages:
-                found["frameworks.json"] += harvest_framework(
-                    fetch, index.name, pages[canonicalize_name(cfg["project"])], cfg
-                )
         by_project = {
             cfg["project"]: pages[canonicalize_name(cfg["project"])]
             for cfg in sources.cuda_toolkits
@@ -148,6 +147,13 @@ def harvest(
             if companion and canonicalize_name(companion) in pages:
                 by_project[companion] = pages[canonicalize_name(companion)]
         found["cuda.json"] = harvest_toolkits(fetch, index.name, by_project, sources.cuda_toolkits)
+        harvested_cudas = records["cuda.json"] + found["cuda.json"]
+        build_cudas = sorted({r["cuda"] for r in harvested_cudas}) or list(cudas or [])
+        for cfg in sources.frameworks:
+            if canonicalize_name(cfg["project"]) in pages:
+                found["frameworks.json"] += harvest_framework(
+                    fetch, index.name, pages[canonicalize_name(cfg["project"])], cfg, build_cudas
+                )
         for file, items in found.items():  # the first index to state a fact wins
             for record in items:
                 key = identity(file, record)
@@ -157,9 +163,30 @@ def harvest(
     return records
 
 
+def keep_builds(
+    new: list[dict[str, Any]], old: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+    """Framework records whose build files could not be read this time keep the previous
+    record's ``build`` (or stay ``{"read": false, "error": ...}`` if it never had facts); the
+    second value names each such release and why, for the warning lines."""
+    previous = {identity("frameworks.json", r): r for r in old}
+    out, unread = [], []
+    for record in new:
+        build = record.get("build")
+        if not isinstance(build, dict) or build.get("read", True):
+            out.append(record)
+            continue
+        name = identity("frameworks.json", record)
+        before = (previous.get(name) or {}).get("build")
+        kept = isinstance(before, dict) and bool(before.get("read"))
+        unread.append({"release": name, "error": str(build.get("error")),
+                       "kept": "previous build facts" if kept else "none"})
+        out.append({**record, "build": copy.deepcopy(before)} if kept else record)
+    return out, unread
+
+
 def _sources(record: dict[str, Any]) -> list[dict[str, Any]]:
-    found = [record.get("source"), *(record.get("sources") or [])]
-    return [s for s in found if isinstance(s, dict)]
+    return sources_of(record)
 
 
 def _keep(before: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
@@ -167,11 +194,12 @@ def _keep(before: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
     given the ``verified`` levels it lacks from the new one."""
     if all("verified" in s for s in _sources(before)):
         return before
-    levels = {s.get("url"): s["verified"] for s in _sources(record) if "verified" in s}
     merged = copy.deepcopy(before)
-    for source in _sources(merged):
-        if "verified" not in source and source.get("url") in levels:
-            source["verified"] = levels[source.get("url")]
+    # the facts are equal, so both records hold the same sources in the same places (one file
+    # can be a source twice: its metadata and, read another way, its headers)
+    for old, new in zip(_sources(merged), _sources(record), strict=False):
+        if "verified" not in old and "verified" in new and old.get("url") == new.get("url"):
+            old["verified"] = new["verified"]
     return merged
 
 
@@ -276,12 +304,16 @@ def update_matrix(
     pool = ThreadPoolExecutor(max_workers=max(1, options.jobs), thread_name_prefix="envgen-harvest")
     try:
         fetch = Fetcher(http, cache, pool, report, aliases, today, policy.whole_limit)
-        new_records = harvest(fetch, sources, indexes)
+        old_cudas = [r["cuda"] for r in old["cuda.json"]["toolkits"]]
+        new_records = harvest(fetch, sources, indexes, old_cudas)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         if http is not None:
             http.close()
     harvested = {i.name for i in indexes}
+    new_records["frameworks.json"], unread_builds = keep_builds(
+        new_records["frameworks.json"], old["frameworks.json"]["releases"]
+    )
     new_docs, texts = {}, {}
     for file, key in snapshot.FILES.items():
         records = _finish(file, new_records[file], old[file][key], harvested)
@@ -308,4 +340,4 @@ def update_matrix(
             report(f"removed {path}, left over by an interrupted earlier write")
         written = True
     return UpdateResult(diff=diff, texts=texts, written=written, indexes=sorted(harvested),
-                        target=target, stale=len(stale))
+                        target=target, stale=len(stale), unread_builds=unread_builds)
