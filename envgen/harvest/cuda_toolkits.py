@@ -1,13 +1,16 @@
-"""CUDA toolkits from NVIDIA's nvcc wheels: max host gcc and the sm architectures of ptxas.
+"""CUDA toolkits from NVIDIA's nvcc wheels: max host gcc and clang, and the sm architectures of
+ptxas.
 
 One record per CUDA ``major.minor``, from the newest final patch release. Only two members are
 read (from the whole wheel, downloaded and checked against its sha256, when it is below
 ``[refresh] max_whole_download_mb``; else by Range requests): ``…/crt/host_config.h``
-(``#if __GNUC__ > N`` → max gcc N) and ``…/bin/ptxas`` (its ``compute_NN[a|f]`` table →
-``sm_NN[a|f]``; ptxas also carries legacy ``sm_11``/``sm_20`` message strings, so ``sm_*``
-strings are not used). Members are found by suffix: CUDA 12 wheels use ``nvidia/cuda_nvcc/``,
-CUDA 13 wheels ``nvidia/cu13/``. CUDA 13 moved ``host_config.h`` into a companion project
-(``host_config_project`` in sources.toml, same version). The derived facts are cached by the
+(``#if __GNUC__ > N`` → max gcc N; the ``#if`` around ``#error -- unsupported clang
+version!``, ``(__clang_major__ >= N) || …`` → max clang N - 1) and ``…/bin/ptxas`` (its
+``compute_NN[a|f]`` table → ``sm_NN[a|f]``; ptxas also carries legacy ``sm_11``/``sm_20``
+message strings, so ``sm_*`` strings are not used). Members are found by suffix: CUDA 12
+wheels use ``nvidia/cuda_nvcc/``, CUDA 13 wheels ``nvidia/cu13/``. CUDA 13 moved
+``host_config.h`` into a companion project (``host_config_project`` in sources.toml, same
+version). The derived facts are cached by the
 wheel's sha256, with how the bytes were checked; a record's ``verified`` is the weaker of its
 nvcc wheel's and its companion's.
 """
@@ -28,6 +31,7 @@ from envgen.harvest.integrity import weakest
 from envgen.harvest.remote_zip import read_members
 from envgen.harvest.simple_index import FileLink
 from envgen.harvest.tags import WheelInfo, is_final, parse_wheel
+from envgen.harvest.torch_headers import guarded_errors
 from envgen.versions import dotted_key
 
 HOST_CONFIG = "/crt/host_config.h"
@@ -36,11 +40,27 @@ _GNUC = re.compile(rb"#\s*if\s+__GNUC__\s*>\s*(\d+)")
 # No leading \b: ptxas's string table can glue an entry to the previous string with no NUL
 # between them (13.0.88 has b"...malloccompute_75\x00compute_80"), which \b would miss.
 _COMPUTE = re.compile(rb"compute_(\d{2,3})([af]?)(?![0-9A-Za-z_])")
-CACHE_MEMBER = "nvcc-facts-v3.json"  # v3: written after the bytes were checked, with "verified"
+_CLANG_ERROR = re.compile(r"--\s*unsupported clang version", re.IGNORECASE)  # not "HOS"/"Grace"
+_CLANG_ABOVE = re.compile(r"(?<![\w])__clang_major__\s*(>=?)\s*(\d+)")
+# v3: written after the bytes were checked, with "verified"; v4: with "max_clang"
+CACHE_MEMBER = "nvcc-facts-v4.json"
+FACTS = ("max_gcc", "max_clang", "archs", "verified")
 
 
 def max_gcc(host_config: bytes) -> int | None:
     found = [int(n) for n in _GNUC.findall(host_config)]
+    return max(found) if found else None
+
+
+def max_clang(host_config: bytes) -> int | None:
+    """The newest host clang major nvcc accepts: from the ``#if`` branch holding ``#error --
+    unsupported clang version!`` (the generic Linux check; Grace and HOS clang have their own
+    messages), ``__clang_major__ >= N`` → N - 1, ``__clang_major__ > N`` → N. None when the
+    header has no such check."""
+    found = []
+    for guard in guarded_errors(host_config.decode("utf-8", "replace")):
+        if _CLANG_ERROR.match(guard.message):
+            found += [int(n) - (op == ">=") for op, n in _CLANG_ABOVE.findall(guard.condition)]
     return max(found) if found else None
 
 
@@ -50,10 +70,10 @@ def archs(ptxas: bytes) -> list[str]:
 
 
 def wheel_facts(fetch: Fetcher, link: FileLink) -> dict[str, Any]:
-    """``{"max_gcc": int|None, "archs": [..]|None, "verified": level}`` of one wheel (cached by
-    sha256)."""
+    """``{"max_gcc": int|None, "max_clang": int|None, "archs": [..]|None, "verified": level}`` of
+    one wheel (cached by sha256)."""
     key = file_key(link.sha256, link.url)
-    cached = fetch.cache.get_json(key, CACHE_MEMBER, ("max_gcc", "archs", "verified"))
+    cached = fetch.cache.get_json(key, CACHE_MEMBER, FACTS)
     if cached is not None:
         return cached
     if fetch.cache.offline or fetch.http is None:
@@ -65,10 +85,15 @@ def wheel_facts(fetch: Fetcher, link: FileLink) -> dict[str, Any]:
         sha256=link.sha256,
         whole_limit=fetch.whole_limit,
     )
-    facts: dict[str, Any] = {"max_gcc": None, "archs": None, "verified": verified}
+    facts: dict[str, Any] = {
+        "max_gcc": None,
+        "max_clang": None,
+        "archs": None,
+        "verified": verified,
+    }
     for name, data in members.items():
         if name.endswith(HOST_CONFIG):
-            facts["max_gcc"] = max_gcc(data)
+            facts["max_gcc"], facts["max_clang"] = max_gcc(data), max_clang(data)
         else:
             facts["archs"] = archs(data) or None
     fetch.cache.put_blob(key, CACHE_MEMBER, json.dumps(facts).encode())
@@ -98,7 +123,7 @@ def _read_one(
     )
     link, wheel = mine[0]
     facts = wheel_facts(fetch, link)
-    gcc, verified = facts["max_gcc"], facts["verified"]
+    gcc, clang, verified = facts["max_gcc"], facts["max_clang"], facts["verified"]
     if gcc is None:
         others = sorted(
             (w for w in companions if w[1].version == version and w[1].arch == wheel.arch),
@@ -106,7 +131,8 @@ def _read_one(
         )
         if others:
             companion = wheel_facts(fetch, others[0][0])
-            gcc, verified = companion["max_gcc"], weakest(verified, companion["verified"])
+            gcc, clang = companion["max_gcc"], companion["max_clang"]
+            verified = weakest(verified, companion["verified"])
     if gcc is None or not facts["archs"]:
         raise HarvestError(
             f"{link.url}: no crt/host_config.h gcc limit or no ptxas compute_ table",
@@ -117,6 +143,7 @@ def _read_one(
         "nvcc_package": canonicalize_name(cfg["project"]),
         "nvcc_version": str(version),
         "max_gcc": gcc,
+        "max_clang": clang,
         "archs": facts["archs"],
         "platforms": sorted({w.platform for _, w in mine}),
         "source": fetch.source(link, index, verified),

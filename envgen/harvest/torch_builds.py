@@ -5,10 +5,19 @@ Which CUDA a build targets comes from its local version label (``+cu121`` → 12
 ==12.4.127`` → 12.4; CUDA 13 builds pin ``cuda-toolkit[cudart,…]==13.0.2`` instead). No label
 and no pin: a CPU build (``cuda`` null). Requirement markers are evaluated for each wheel's own
 Python and platform.
+
+Every record also gets ``headers``: what the release's own files say about building against it
+(C++ standard, host compiler minimums, ``cpp_extension`` defaults; :mod:`envgen.harvest.
+torch_headers`), read from one wheel per release (:func:`header_wheel`: the files read are
+identical across a release's builds: on PyPI's 2.5.1 the cp310 and cp312 x86_64 wheels have the
+same CRC-32 for every ``torch/include`` member and ``cpp_extension.py``), with that wheel's
+``source``; ``null`` when no wheel of the release could be read (reported through
+``fetch.progress``, the harvest goes on).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from typing import Any
@@ -17,10 +26,13 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from envgen.errors import HarvestError, NetworkError
+from envgen.harvest import integrity
 from envgen.harvest.fetcher import Fetcher
 from envgen.harvest.metadata import applies, requirements, wheel_environment, wheel_metadata
 from envgen.harvest.simple_index import FileLink
 from envgen.harvest.tags import WheelInfo, is_final, parse_wheel
+from envgen.harvest.torch_headers import FACT_KEYS, read_header_facts
 from envgen.versions import python_key
 
 PIN_FIELDS = ("cuda_runtime", "nccl", "cudnn", "triton")
@@ -102,6 +114,42 @@ def build_facts(
     }
 
 
+def header_wheel(wheels: list[tuple[FileLink, WheelInfo]]) -> FileLink:
+    """The wheel a release's headers are read from: x86_64 first, then the oldest Python (a
+    wheel for a newer Python may be uploaded later; the choice should not move), then the
+    file name."""
+    return min(
+        wheels,
+        key=lambda w: (
+            w[1].arch != "x86_64",
+            min(python_key(p) for p in w[1].pythons),
+            w[0].filename,
+        ),
+    )[0]
+
+
+def release_headers(fetch: Fetcher, index: str, link: FileLink) -> dict[str, Any] | None:
+    """``headers`` of the builds of one release: the facts read from ``link`` and its
+    ``source``; None (reported through ``fetch.progress``) when the wheel cannot be read.
+    Offline cache misses and sha256 mismatches are not swallowed: they stop the refresh like
+    everywhere else."""
+    if fetch.cache.offline or fetch.http is None:
+        facts = read_header_facts(fetch, link)
+    else:
+        try:
+            facts = read_header_facts(fetch, link)
+        except (HarvestError, NetworkError) as exc:
+            if exc.hint == integrity.MISMATCH_HINT:
+                raise
+            fetch.progress(
+                f"warning: torch headers of {link.url} not read, headers: null ({exc.message})"
+            )
+            return None
+    headers = {key: facts[key] for key in FACT_KEYS}
+    headers["source"] = fetch.source(link, index, facts["verified"])
+    return headers
+
+
 def harvest_torch(
     fetch: Fetcher, index: str, links: list[FileLink], cfg: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -112,12 +160,16 @@ def harvest_torch(
         wheels,
     )
     groups: dict[str, dict[str, Any]] = {}
+    releases: dict[str, list[tuple[FileLink, WheelInfo]]] = {}
     for (link, wheel), (meta, _how, verified) in zip(wheels, metas, strict=True):
         reqs = requirements(meta.requires_dist, link.url)
         for python in wheel.pythons:
             facts = build_facts(wheel, python, reqs, cfg)
             if facts is None:
                 continue
+            mine = releases.setdefault(facts["version"], [])
+            if (link, wheel) not in mine:
+                mine.append((link, wheel))
             facts["requires_python"] = meta.requires_python or link.requires_python
             facts["index"] = index
             key = json.dumps(facts, sort_keys=True)
@@ -126,10 +178,18 @@ def harvest_torch(
                 record["python"].append(python)
             if all(s["url"] != link.url for s in record["sources"]):
                 record["sources"].append(fetch.source(link, index, verified))
+    versions = sorted(releases, key=Version)
+    found = fetch.map(
+        f"{cfg['project']} ({index}): header files",
+        lambda version: release_headers(fetch, index, header_wheel(releases[version])),
+        versions,
+    )
+    headers = dict(zip(versions, found, strict=True))
     records = list(groups.values())
     for record in records:
         record["python"].sort(key=python_key)
         record["sources"].sort(key=lambda s: s["url"])
+        record["headers"] = copy.deepcopy(headers[record["version"]])  # no shared dicts
     return records
 
 
