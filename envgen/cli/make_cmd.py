@@ -226,6 +226,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     started = time.monotonic()
     if args.base and not args.image:
         raise UsageError("--base only applies with --image", hint="add --image", source="--base")
+    if args.image and getattr(args, "nvcc", None):
+        raise UsageError("--nvcc (a toolkit already on the machine) cannot be combined with "
+                         "--image: envgen's image installs the toolkit matched to torch",
+                         hint="drop --nvcc to build an image, or drop --image to lock for the "
+                         "machine whose nvcc you named", source="--nvcc")
     out = ctx.setting(args, "out") or validate.path("locks", "--out")
     options = options_from_args(args, ctx)
     image = None
@@ -237,6 +242,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         image = ImageOptions(base=ctx.setting(args, "base-image"), gpu_archs=archs)
     facts = load_facts(ctx.matrix_dir, ctx.data_dir)
     combo = choose(args, ctx, facts)
+    if image is not None and not image.gpu_archs and getattr(args, "gpu", None):
+        from dataclasses import replace as _replace
+
+        from envgen.resolve.request import Request
+        from envgen.resolve.request import validate as check_request
+
+        arch = check_request(Request(gpu=args.gpu), facts).gpu_arch
+        image = _replace(image, gpu_archs=(arch,) if arch else ())
     ctx.progress(f"resolved {combo.id}")
     recipes = None
     if image is not None:
@@ -281,7 +294,10 @@ def shown(path: Path) -> Path:
 def summary(result, c: Combination, target: Path, elapsed: float, max_gcc: int | None) -> str:
     plan = result.plan
     src = "PyPI" if c.torch_index == "pypi" else c.torch_index
-    if plan.flavor == "conda":
+    if c.nvcc_from == "system":
+        tool = (f"the system nvcc {c.nvcc} (--nvcc; set CUDA_HOME to it) for torch's CUDA "
+                f"{c.cuda}; gcc {plan.gcc}")
+    elif plan.flavor == "conda":
         tool = (f"conda: cuda-nvcc {result.nvcc} = torch's CUDA {c.cuda}; gcc {plan.gcc} "
                 f"(nvcc {c.cuda} accepts ≤ {max_gcc or '?'}); libaio, ninja")
     else:

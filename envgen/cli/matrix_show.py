@@ -9,16 +9,19 @@ from envgen.cli.render import dump_json, table
 from envgen.errors import UsageError
 from envgen.facts import load_facts
 from envgen.facts.model import Facts, to_jsonable
+from envgen.facts.provenance import fact_counts, framework_marks, toolkit_marks, torch_marks
 from envgen.resolve.request import cuda_matches, matcher, suggest
 from envgen.versions import dotted_key, parse_version
 
-KINDS = ("summary", "torch", "frameworks", "cuda", "os")
+KINDS = ("summary", "torch", "frameworks", "build", "cuda", "os", "gpus", "rules")
 
 EPILOG = """\
 examples:
   envgen matrix show                                   # counts and provenance
   envgen matrix show --kind torch --cuda 12.4 --python 3.11
   envgen matrix show --kind frameworks --framework deepspeed
+  envgen matrix show --kind build --framework deepspeed   # read from each release's files
+  envgen matrix show --kind frameworks --framework deepspeed --json | jq '.frameworks[0].build'
   envgen matrix show --kind cuda --json | jq '.cuda_toolkits[] | {cuda, max_gcc}'
   envgen matrix show --json                            # everything, for tools
 """
@@ -59,8 +62,24 @@ def _filtered(facts: Facts, args: argparse.Namespace) -> dict[str, list]:
     releases.sort(key=lambda r: (r.framework, parse_version(r.version)), reverse=True)
     toolkits = [t for k, t in sorted(facts.toolkits.items(), key=lambda kv: dotted_key(kv[0]))
                 if cuda is None or cuda_matches(cuda, k)]
+    gpus = sorted({g.name: g for g in facts.gpus.values()}.values(), key=lambda g: g.name)
+    rules = {"constraints": list(facts.constraints), "breakages": list(facts.breakages),
+             "compilers": list(facts.compilers)}
     return {"torch_builds": builds, "frameworks": releases, "cuda_toolkits": toolkits,
-            "os": list(facts.oses.values())}
+            "os": list(facts.oses.values()), "gpus": gpus, "rules": rules}
+
+
+_MARKS = {"torch_builds": torch_marks, "frameworks": framework_marks,
+          "cuda_toolkits": toolkit_marks}
+
+
+def _jsonable(key: str, items) -> object:
+    """Records as JSON, each with ``provenance``: which of its facts are harvested, curated
+    or unknown."""
+    marks = _MARKS.get(key)
+    if marks is None:
+        return to_jsonable(items)
+    return [{**to_jsonable(item), "provenance": marks(item)} for item in items]
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -69,10 +88,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     kind = args.kind or ("all" if ctx.json else "summary")
     if ctx.json:
         keys = {"torch": ["torch_builds"], "frameworks": ["frameworks"],
-                "cuda": ["cuda_toolkits"], "os": ["os"]}.get(kind, list(data))
-        out = {k: to_jsonable(data[k]) for k in keys}
+                "build": ["frameworks"], "cuda": ["cuda_toolkits"], "os": ["os"],
+                "gpus": ["gpus"], "rules": ["rules"]}.get(kind, list(data))
+        out = {k: _jsonable(k, data[k]) for k in keys}
         if kind in ("all", "summary"):
             out["generated"] = facts.generated
+            out["fact_counts"] = fact_counts(facts)
         dump_json(out, ctx.out)
         return 0
     text = _render(kind, data, facts)
@@ -89,21 +110,47 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 def _render(kind: str, data: dict[str, list], facts: Facts) -> str:
     if kind == "torch":
         return table(("torch", "cuda", "platform", "python", "glibc", "nccl", "cudnn", "triton",
-                      "index"),
+                      "c++", "archs", "index", "pins"),
                      ((b.pin.split("==")[1], b.cuda or "cpu", b.platform, " ".join(b.python),
-                       b.glibc, b.nccl, b.cudnn, b.triton, b.index + (" (curated)" if b.curated
-                                                                      else ""))
+                       b.glibc, b.nccl, b.cudnn, b.triton,
+                       b.headers.cxx_std if b.headers else "?",
+                       f"{b.archs[0]}…{b.archs[-1]}" if b.archs else "?",
+                       b.index + (" (curated)" if b.curated else ""),
+                       b.pins_from if b.cuda else "-")
                       for b in data["torch_builds"]))
     if kind == "frameworks":
         return table(("framework", "version", "requires torch", "requires python", "from"),
                      ((r.framework, r.version, r.requires_torch if r.requires_torch else
                        ("any" if r.requires_torch == "" else "-"), r.requires_python,
                        r.metadata_from) for r in data["frameworks"]))
+    if kind == "build":
+        return _render_build(data["frameworks"])
     if kind == "cuda":
-        return table(("cuda", "nvcc", "max gcc", "min driver", "archs"),
-                     ((t.cuda, f"{t.nvcc_package} {t.nvcc_version}", t.max_gcc, t.min_driver,
+        return table(("cuda", "nvcc", "max gcc", "max clang", "min driver", "releases",
+                      "archs"),
+                     ((t.cuda, f"{t.nvcc_package} {t.nvcc_version}", t.max_gcc, t.max_clang,
+                       t.min_driver, " ".join(f"{r.release}:{r.driver or '?'}"
+                                              for r in t.releases) or "-",
                        f"{t.archs[0]} … {t.archs[-1]} ({len(t.archs)})" if t.archs else "-")
                       for t in data["cuda_toolkits"]))
+    if kind == "gpus":
+        return table(("gpu", "arch", "aliases", "source"),
+                     ((g.name, g.arch, ", ".join(g.aliases), g.source) for g in data["gpus"]))
+    if kind == "rules":
+        rules = data["rules"]
+        return "\n".join([
+            table(("framework", "versions", "torch", "cuda", "python", "source"),
+                  ((c.framework, c.versions or "all", c.requires_torch, c.requires_cuda,
+                    c.requires_python, c.source) for c in rules["constraints"])),
+            "",
+            table(("framework", "versions", "torch", "cuda", "python", "checked", "what"),
+                  ((b.framework, b.versions, b.torch or "any", b.cuda or "any",
+                    b.python or "any", b.checked_through, b.what)
+                   for b in rules["breakages"])),
+            "",
+            table(("c++", "min gcc", "min clang", "source"),
+                  ((c.std, c.min_gcc, c.min_clang, c.source) for c in rules["compilers"])),
+        ])
     if kind == "os":
         return table(("os", "glibc", "gcc", "gcc available", "archs", "eol"),
                      ((o.id, o.glibc, o.gcc, " ".join(map(str, o.gcc_available)),
@@ -122,10 +169,35 @@ def _render(kind: str, data: dict[str, list], facts: Facts) -> str:
         f"  CUDA toolkits    {len(facts.toolkits)} ({_span(facts.toolkits, dotted_key)})",
         f"  OS bases         {len(facts.oses)} ({', '.join(facts.oses)})",
         f"  curated rules    {len(facts.constraints)} framework constraints, "
-        f"{len(facts.mismatch_rules)} CUDA minor-mismatch rules",
-        "use --kind torch|frameworks|cuda|os for the records, --json for everything",
+        f"{len(facts.breakages)} known breakages, {len(facts.compilers)} C++ standards, "
+        f"{len({g.name for g in facts.gpus.values()})} GPUs",
+        "  facts            harvested / curated / unknown, per kind:",
     ]
+    for key, c in fact_counts(facts).items():
+        if not key.startswith("curated."):
+            lines.append(f"    {key:<28} {c.get('harvested', 0):>4} / {c.get('curated', 0):>4} "
+                         f"/ {c.get('unknown', 0):>4}")
+    lines.append("use --kind torch|frameworks|build|cuda|os|gpus|rules for the records, "
+                 "--json for everything")
     return "\n".join(lines)
+
+
+def _render_build(releases) -> str:
+    """What each framework release's own build files state (harvested)."""
+    rows = []
+    for r in releases:
+        b = r.build
+        if b is None or not b.read:
+            rows.append((r.framework, r.version, "not read", b.error if b else "-", "", "", ""))
+            continue
+        ok = "; ".join(f"{k}: {v[0]}…{v[-1]}" for k, v in sorted((b.mismatch_ok or {}).items())
+                       if v)
+        std = ",".join(sorted({x.std for x in (*b.cxx_std, *b.nvcc_std)}))
+        floors = " ".join(f"{o.name}≥{o.min_cc}" for o in b.ops if o.min_cc)
+        rows.append((r.framework, r.version, b.nvcc_check or "?", ok or "-", b.skip_cuda_check
+                     or "-", f"c++{std}" if std else "?", floors or "-"))
+    return table(("framework", "version", "nvcc check", "minor mismatch ok", "skip var", "std",
+                  "op cc floors"), rows)
 
 
 def _span(values, key=parse_version) -> str:

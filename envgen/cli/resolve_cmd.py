@@ -9,25 +9,34 @@ from envgen.cli.context import Context
 from envgen.cli.render import dump_json, table
 from envgen.errors import InfeasibleError, UsageError
 from envgen.facts import load_facts
-from envgen.resolve import Combination, Request, resolve
+from envgen.resolve import Combination, Request, resolve, torch_verdicts
 from envgen.resolve.explain import Explanation
+from envgen.resolve.request import validate as validate_request
 
 EPILOG = """\
 examples:
   envgen resolve --framework deepspeed --cuda 12.1
   envgen resolve --framework colossalai --python 3.11 --os ubuntu-22.04 --limit 3
   envgen resolve --framework megatron-core --gpu-arch sm_90 --driver 535.104.05
-  envgen resolve --framework deepspeed --torch '>=2.4,<2.6' --json | jq '.[0].id'
+  envgen resolve --framework deepspeed --framework-version 0.10.0 --nvcc 12.1
+  envgen resolve --framework deepspeed --gpu V100 --limit 3
+  envgen resolve --framework deepspeed --torch '>=2.4,<2.6' --json | jq '.combinations[0].id'
 
 Versions accept an exact version (2.5.1), a prefix (2.5 = 2.5.*) or a PEP 440 specifier.
 Ranking: newest framework release, then newest torch, then the requested or newest CUDA,
-then a mainstream Python (policy.toml), then the preferred OS. When nothing fits: exit
-code 3 and an explanation (with --json: {"error": {..., "explanation": {...}}}).
+then a mainstream Python (policy.toml), then the preferred OS. Every rule's facts are read
+from the releases' own files or curated with a citation (`envgen matrix show`).
+--nvcc uses a CUDA toolkit already on the machine (a cluster's `module load cuda/12.4`, an
+OS package, a base image): only torch builds whose CUDA the framework release's own nvcc
+check accepts with it are offered, and `make` installs no compiler.
+--json prints {"request", "combinations", "torch_builds"}: every torch build the request
+admits, accepted or excluded with the reason per rule. When nothing fits: exit code 3 and
+an explanation (with --json: {"error": {..., "explanation": {...}}}).
 Exit codes: 0 ok, 1 bad matrix data, 2 usage error, 3 no feasible combination.
 """
 
 AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl", "gpu_arch",
-        "driver", "flavor", "platform")
+        "gpu", "driver", "nvcc", "flavor", "platform")
 
 
 def add_request_options(parser: argparse.ArgumentParser) -> None:
@@ -40,6 +49,10 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--os", metavar="ID", help="OS base, e.g. ubuntu-22.04, rocky-9, debian-12")
     g.add_argument("--nccl", metavar="VER", help="NCCL version torch pins, e.g. 2.21")
     g.add_argument("--gpu-arch", metavar="ARCH", help="GPU architecture: sm_90, 8.0, sm_80 …")
+    g.add_argument("--gpu", metavar="NAME", help="GPU model, e.g. V100, A100, H100, L40S, "
+                   "'RTX 4090' (curated/gpus.toml); sets --gpu-arch")
+    g.add_argument("--nvcc", metavar="VER", help="use this system CUDA toolkit (major.minor, "
+                   "e.g. 12.4) instead of installing one")
     g.add_argument("--driver", metavar="VER", help="installed NVIDIA driver (nvidia-smi), "
                    "e.g. 535.104.05")
     g.add_argument("--platform", metavar="PLAT", help="linux-x86_64 (default) or linux-aarch64")
@@ -82,7 +95,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     limit = None if args.limit == 0 else args.limit
     found = resolve_or_explain(request, facts, ctx, limit)
     if ctx.json:
-        dump_json([c.to_dict() for c in found], ctx.out)
+        checked = validate_request(request, facts)
+        dump_json({"request": checked.given(), "combinations": [c.to_dict() for c in found],
+                   "torch_builds": torch_verdicts(checked, facts)}, ctx.out)
         return 0
     print(format_choice(found[0], request), file=ctx.out)
     print(file=ctx.out)
@@ -124,6 +139,7 @@ def format_choice(c: Combination, request: Request) -> str:
         f"  {c.framework} {c.framework_version}  newest release whose requirements fit",
         f"  {c.torch_pin:<22} from {c.torch_index}; newest torch with a CUDA {c.cuda} build",
         f"  CUDA {c.cuda:<17} op builds use {nvcc}"
+        + (" (system)" if c.nvcc_from == "system" else "")
         + (" — matches torch exactly" if c.nvcc == c.cuda else f" — accepted for {c.cuda}"),
         f"  Python {c.python:<15} policy: mainstream versions first",
         f"  {c.os:<22} glibc {c.glibc} ≥ {c.torch_glibc or '?'} (torch wheel); gcc {c.gcc}: "
@@ -132,7 +148,9 @@ def format_choice(c: Combination, request: Request) -> str:
     if c.nccl:
         lines.append(f"  NCCL {c.nccl:<17} pinned by the torch wheel")
     if c.min_driver:
-        lines.append(f"  driver ≥ {c.min_driver:<13} for the CUDA {c.cuda} runtime")
+        full = f"; {c.release_driver} for full support (PTX JIT)" if c.release_driver else ""
+        lines.append(f"  driver ≥ {c.min_driver:<13} for the CUDA {c.cuda} runtime{full}")
+    lines += [f"  op unavailable: {o}" for o in c.ops_unavailable]
     lines += [f"  note: {n}" for n in c.notes]
     lines.append(f"  id: {c.id}")
     return "\n".join(lines)

@@ -7,7 +7,14 @@
   ``curated=True``, taking its Python versions from the harvested PyPI wheels of the same
   release and leaving pins it cannot know (NCCL, cuDNN, triton) empty unless a curated
   ``[[bundled_nccl]]`` row states them.
-- Minimum drivers (curated, from NVIDIA's release notes) are attached to the harvested toolkits.
+- Pins of builds on PyTorch's own indexes that were not harvested come from curated
+  ``[[index_builds]]`` rows (``pins_from = "curated"``; ``"unknown"`` when no row states them).
+- The GPU archs each build was compiled for come from curated ``[[archs]]`` rows; the glibc a
+  wheel really needs, where it is newer than its tag claims, from ``[[real_glibc]]``.
+- The C++ standard torch's headers enforce is read from one wheel per release; builds of the
+  same release that were not harvested (curated variants) share it.
+- Minimum drivers (curated, from NVIDIA's release notes) and every toolkit release of a minor
+  (with its nvcc / cudart versions and driver) are attached to the harvested toolkits.
 """
 
 from __future__ import annotations
@@ -16,7 +23,8 @@ import dataclasses
 from typing import Any
 
 from envgen.facts.model import CudaToolkit, Source, TorchBuild
-from envgen.versions import spec_contains
+from envgen.facts.release_read import toolkit_releases
+from envgen.versions import dotted_key, spec_contains
 
 
 def _index_glibc(doc: dict[str, Any], version: str) -> str | None:
@@ -33,7 +41,64 @@ def _bundled_nccl(doc: dict[str, Any], version: str) -> str | None:
     return None
 
 
+def _index_build(doc: dict[str, Any], version: str, cuda: str | None) -> dict[str, Any] | None:
+    for row in doc.get("index_builds", []):
+        if row["torch"] == version and row["cuda"] == cuda:
+            return row
+    return None
+
+
+def _archs(doc: dict[str, Any], b: TorchBuild) -> tuple[tuple[str, ...] | None, str | None]:
+    for row in doc.get("archs", []):
+        if (row["cuda"] == b.cuda and spec_contains(row["torch"], b.version)
+                and b.platform in row.get("platforms", [b.platform])):
+            return tuple(row["archs"]), row["source"]
+    return None, None
+
+
+def _real_glibc(doc: dict[str, Any], b: TorchBuild) -> str | None:
+    for row in doc.get("real_glibc", []):
+        if spec_contains(row["torch"], b.version) and row.get("platform", b.platform) == \
+                b.platform and (b.glibc is None or dotted_key(row["glibc"]) > dotted_key(b.glibc)):
+            return str(row["glibc"])
+    return None
+
+
+def _finish_build(doc: dict[str, Any], b: TorchBuild, headers) -> TorchBuild:
+    """Curated pins (for index builds not harvested), archs, real glibc, shared headers."""
+    changes: dict[str, Any] = {}
+    if b.cuda and (b.curated or b.nccl is None):
+        row = _index_build(doc, b.version, b.cuda)
+        if row is not None:
+            for key in ("nccl", "cudnn", "triton", "cuda_runtime"):
+                if getattr(b, key) is None and row.get(key):
+                    changes[key] = row[key]
+            changes["pins_from"], changes["pins_source"] = "curated", row["source"]
+        elif b.curated:
+            changes["pins_from"] = "unknown"
+    archs, source = _archs(doc, b)
+    if archs is not None:
+        changes["archs"], changes["archs_source"] = archs, source
+    glibc = _real_glibc(doc, b)
+    if glibc is not None:
+        changes["glibc"] = glibc
+    if b.headers is None and headers.get(b.version) is not None:
+        changes["headers"] = headers[b.version]
+    return dataclasses.replace(b, **changes) if changes else b
+
+
 def apply_curated_torch(
+    doc: dict[str, Any], builds: list[TorchBuild], problems
+) -> list[TorchBuild]:
+    out = _apply_variants(doc, builds, problems)
+    headers = {}
+    for b in out:
+        if b.headers is not None:
+            headers.setdefault(b.version, b.headers)
+    return [_finish_build(doc, b, headers) for b in out]
+
+
+def _apply_variants(
     doc: dict[str, Any], builds: list[TorchBuild], problems
 ) -> list[TorchBuild]:
     out: list[TorchBuild] = []
@@ -97,4 +162,7 @@ def attach_drivers(
                 toolkit_driver=row.get("toolkit_driver"),
                 driver_source=row.get("source"),
             )
+    for cuda, releases in toolkit_releases(doc).items():
+        if cuda in out:
+            out[cuda] = dataclasses.replace(out[cuda], releases=releases)
     return out

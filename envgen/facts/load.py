@@ -27,12 +27,19 @@ from envgen.facts.model import (
     Facts,
     FrameworkConstraint,
     FrameworkRelease,
-    MismatchRule,
     OSBase,
     Policy,
     Source,
     Toolchain,
     TorchBuild,
+)
+from envgen.facts.release_read import (
+    breakages,
+    build_facts,
+    compilers,
+    gpus,
+    release_files,
+    torch_headers,
 )
 from envgen.schemas.check import SchemaError, check, where
 from envgen.versions import parse_spec, parse_version
@@ -44,7 +51,7 @@ else:  # pragma: no cover
 
 REGENERATE = "envgen matrix update --write"
 HARVESTED = {"torch.json": "builds", "frameworks.json": "releases", "cuda.json": "toolkits"}
-CURATED = ("os", "cuda", "torch", "frameworks", "policy", "toolchain")
+CURATED = ("os", "cuda", "torch", "frameworks", "policy", "toolchain", "gpus", "compilers")
 OPTIONAL = ("toolchain",)  # curated files a matrix may leave out
 # keys whose value names a record in messages: "os[2] (debian-12)"
 _LABELS = (("id",), ("framework", "version"), ("version", "cuda", "platform"), ("torch",),
@@ -233,6 +240,19 @@ def _semantics(file: str, doc: dict, errors: list[SchemaError], problems: _Probl
             s.version(r, path, "version")
             s.spec(r, path, "requires_python")
             s.spec(r, path, "requires_torch")
+            build = r.get("build")
+            if isinstance(build, dict):
+                for key in ("requires_torch", "requires_cuda"):
+                    s.spec(build, (*path, "build"), key)
+                for i, op in enumerate(build.get("ops") or []):
+                    if isinstance(op, dict):
+                        for key in ("requires_torch", "requires_cuda"):
+                            s.spec(op, (*path, "build", "ops", i), key)
+                for kind in ("cxx_std", "nvcc_std"):
+                    for i, rule in enumerate(build.get(kind) or []):
+                        if isinstance(rule, dict):
+                            for key in ("torch", "cuda"):
+                                s.spec(rule, (*path, "build", kind, i), key)
     elif name == "cuda.json":
         for path, r in s.rows("toolkits"):
             s.version(r, path, "nvcc_version")
@@ -246,12 +266,27 @@ def _semantics(file: str, doc: dict, errors: list[SchemaError], problems: _Probl
             s.spec(r, path, "torch")
         for path, r in s.rows("bundled_nccl"):
             s.version(r, path, "torch")
+        for path, r in s.rows("index_builds"):
+            s.version(r, path, "torch")
+        s.unique(("index_builds",), ("torch", "cuda"))
+        for path, r in s.rows("archs"):
+            s.spec(r, path, "torch")
+        for path, r in s.rows("real_glibc"):
+            s.spec(r, path, "torch")
+    elif name == "cuda.toml":
+        s.unique(("release",), ("release",))
+    elif name == "gpus.toml":
+        s.unique(("gpu",), ("name",))
+    elif name == "compilers.toml":
+        s.unique(("cxx_std",), ("std",))
     elif name == "frameworks.toml":
         for path, r in s.rows("constraint"):
             for key in ("versions", "requires_torch", "requires_cuda", "requires_python"):
                 s.spec(r, path, key)
-        for path, r in s.rows("cuda_minor_mismatch"):
-            s.spec(r, path, "versions")
+        for path, r in s.rows("breakage"):
+            for key in ("versions", "torch", "cuda", "python"):
+                s.spec(r, path, key)
+            s.version(r, path, "checked_through")
     elif name == "toolchain.toml":
         for flavor in ("conda", "venv"):
             for path, r in s.rows(flavor, "cuda"):
@@ -282,6 +317,7 @@ def _torch_builds(rows: list[dict]) -> list[TorchBuild]:
             requires_python=r["requires_python"],
             index=r["index"],
             sources=tuple(_source(s) for s in r["sources"]),
+            headers=torch_headers(r["headers"]),
         )
         for r in rows
     ]
@@ -298,6 +334,8 @@ def _frameworks(rows: list[dict]) -> list[FrameworkRelease]:
             wheel_glibc=r["wheel_glibc"],
             metadata_from=r["metadata_from"],
             source=_source(r["source"]),
+            files=release_files(r["files"]),
+            build=build_facts(r["build"]),
         )
         for r in rows
     ]
@@ -313,6 +351,7 @@ def _toolkits(rows: list[dict]) -> dict[str, CudaToolkit]:
             archs=tuple(r["archs"]),
             platforms=tuple(r["platforms"]),
             source=_source(r["source"]),
+            max_clang=r["max_clang"],
         )
         for r in rows
     }
@@ -343,14 +382,6 @@ def _constraints(doc: dict) -> list[FrameworkConstraint]:
             "framework", "requires_torch", "requires_cuda", "requires_python", "note")},
             versions=r.get("versions", ""), source=r["source"])
         for r in doc.get("constraint", [])
-    ]
-
-
-def _mismatch_rules(doc: dict) -> list[MismatchRule]:
-    return [
-        MismatchRule(framework=r["framework"], versions=r.get("versions", ""),
-                     major=int(r["major"]), ok=tuple(r["ok"]), source=r["source"])
-        for r in doc.get("cuda_minor_mismatch", [])
     ]
 
 
@@ -451,10 +482,12 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
                                     docs["cuda.toml"], problems),
             oses=_oses(docs["os.toml"]),
             constraints=tuple(_constraints(docs["frameworks.toml"])),
-            mismatch_rules=tuple(_mismatch_rules(docs["frameworks.toml"])),
             policy=_policy(docs["policy.toml"]),
             toolchain=_toolchain(docs.get("toolchain.toml")),
             generated=docs["torch.json"].get("generated", {}),
+            gpus=gpus(docs["gpus.toml"]),
+            compilers=compilers(docs["compilers.toml"]),
+            breakages=breakages(docs["frameworks.toml"]),
         )
     except (KeyError, TypeError, ValueError, AttributeError, InvalidVersion,
             InvalidSpecifier) as exc:  # pragma: no cover - the schemas rule these out

@@ -8,6 +8,15 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from envgen.facts.release_model import (
+    Breakage,
+    BuildFacts,
+    CxxStd,
+    Gpu,
+    ReleaseFiles,
+    ToolkitRelease,
+    TorchHeaders,
+)
 from envgen.versions import spec_contains
 
 
@@ -39,6 +48,11 @@ class TorchBuild:
     index: str = "pypi"
     curated: bool = False  # synthesized from curated/torch.toml, not read from an index
     sources: tuple[Source, ...] = ()
+    headers: TorchHeaders | None = None  # read from one wheel of the release
+    archs: tuple[str, ...] | None = None  # GPU archs PyTorch compiled it for (curated)
+    archs_source: str | None = None
+    pins_from: str = "harvested"  # "harvested" (wheel metadata), "curated" or "unknown"
+    pins_source: str | None = None
 
     @property
     def pin(self) -> str:
@@ -56,6 +70,8 @@ class FrameworkRelease:
     wheel_glibc: str | None = None
     metadata_from: str | None = None
     source: Source | None = None
+    files: ReleaseFiles | None = None
+    build: BuildFacts | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,6 +86,16 @@ class CudaToolkit:
     toolkit_driver: str | None = None
     source: Source | None = None
     driver_source: str | None = None
+    max_clang: int | None = None
+    releases: tuple[ToolkitRelease, ...] = ()  # every release of this minor (curated)
+
+    def release_of(self, component: str, version: str | None) -> ToolkitRelease | None:
+        """The toolkit release whose ``nvcc`` / ``cudart`` component is ``version``."""
+        if version:
+            for r in self.releases:
+                if getattr(r, component) == version:
+                    return r
+        return None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -98,17 +124,6 @@ class FrameworkConstraint:
     requires_python: str | None = None
     source: str = ""
     note: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MismatchRule:
-    """nvcc / torch CUDA minor versions a framework's op builder accepts as equivalent."""
-
-    framework: str
-    versions: str
-    major: int
-    ok: tuple[str, ...]
-    source: str = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,10 +190,15 @@ class Facts:
     toolkits: dict[str, CudaToolkit]
     oses: dict[str, OSBase]
     constraints: tuple[FrameworkConstraint, ...]
-    mismatch_rules: tuple[MismatchRule, ...]
     policy: Policy
     toolchain: Toolchain | None = None
     generated: dict[str, Any] = field(default_factory=dict)
+    gpus: dict[str, Gpu] = field(default_factory=dict)  # lower-case name or alias → GPU
+    compilers: tuple[CxxStd, ...] = ()
+    breakages: tuple[Breakage, ...] = ()
+
+    def cxx_std(self, std: str) -> CxxStd | None:
+        return next((c for c in self.compilers if c.std == std), None)
 
     @property
     def framework_names(self) -> tuple[str, ...]:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from envgen.errors import DataError, UsageError
-from envgen.facts.model import Facts, Toolchain
+from envgen.facts.model import CudaRule, Facts, Toolchain
 from envgen.resolve.combination import Combination
 from envgen.versions import dotted_key
 
@@ -147,7 +147,8 @@ def make_plan(facts: Facts, combo: Combination, options: LockOptions,
     flavor = options.flavor
     if flavor not in Toolchain.FLAVORS:
         raise UsageError(f"unknown flavor {flavor!r}", hint="use --flavor conda or --flavor venv")
-    rule = tc.rule(flavor, combo.cuda)
+    system = combo.nvcc_from == "system"
+    rule = CudaRule(cuda="", source="--nvcc") if system else tc.rule(flavor, combo.cuda)
     if rule is None:
         raise UsageError(
             f"{combo.id} cannot be locked as --flavor {flavor}: {tc.why_not(flavor, combo.cuda)}",
@@ -177,7 +178,8 @@ def make_plan(facts: Facts, combo: Combination, options: LockOptions,
                    ("__unix", "0", "0"))
         conda = CondaPlan(channels=channels, specs=tuple(specs),
                           subdir=tc.subdirs[combo.platform], virtual=virtual)
-        env["CUDA_HOME"] = "$CONDA_PREFIX"
+        if not system:
+            env["CUDA_HOME"] = "$CONDA_PREFIX"
         os_packages: tuple[str, ...] = ()
     else:
         gcc = combo.gcc

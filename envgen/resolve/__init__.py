@@ -6,56 +6,14 @@ from itertools import islice
 
 from envgen.errors import InfeasibleError
 from envgen.facts.model import Facts
-from envgen.resolve.combination import Combination, combination_id
-from envgen.resolve.engine import CONSTRAINTS, Feasible, iter_feasible
-from envgen.resolve.explain import Explanation, explain
+from envgen.resolve.assemble import make_combination
+from envgen.resolve.combination import Combination
+from envgen.resolve.engine import CONSTRAINTS, iter_feasible
+from envgen.resolve.explain import Explanation, explain, torch_verdicts
 from envgen.resolve.request import Request, validate
 
-__all__ = ["CONSTRAINTS", "Combination", "Explanation", "Request", "count_feasible", "resolve"]
-
-
-def make_combination(f: Feasible, request: Request) -> Combination:
-    b, t = f.build, f.toolkit
-    notes = []
-    if t.cuda != b.cuda:
-        notes.append(f"nvcc {t.cuda} stands in for CUDA {b.cuda} "
-                     f"({f.framework.framework} accepts this minor mismatch)")
-    if b.curated:
-        notes.append(f"{b.pin} is known from curated data only; run `envgen matrix update "
-                     f"--index {b.index}` to harvest its pins")
-    elif b.nccl is None:
-        notes.append("NCCL is linked into this torch wheel; its version is not in the metadata")
-    if f.gcc_source != "os":
-        notes.append(f"{f.os.id}'s default gcc {f.os.gcc} is newer than nvcc {t.cuda} accepts "
-                     f"(≤ {t.max_gcc}); use gcc {f.gcc} from {f.gcc_source}")
-    runtime = f.toolkit if t.cuda == b.cuda else None
-    return Combination(
-        id=combination_id(f.framework.framework, f.framework.version, b.version, b.cuda,
-                          f.python, f.os.id, b.platform),
-        framework=f.framework.framework,
-        framework_version=f.framework.version,
-        torch=b.version,
-        torch_pin=b.pin,
-        torch_index=b.index,
-        cuda=b.cuda,
-        python=f.python,
-        os=f.os.id,
-        platform=b.platform,
-        nccl=b.nccl,
-        cudnn=b.cudnn,
-        triton=b.triton,
-        nvcc=t.cuda,
-        nvcc_package=t.nvcc_package,
-        nvcc_version=t.nvcc_version,
-        gcc=f.gcc,
-        gcc_source=f.gcc_source,
-        glibc=f.os.glibc,
-        torch_glibc=b.glibc,
-        min_driver=runtime.min_driver if runtime else None,
-        cuda_archs=t.archs,
-        evidence="curated" if b.curated else "harvested",
-        notes=tuple(notes),
-    )
+__all__ = ["CONSTRAINTS", "Combination", "Explanation", "Request", "count_feasible", "resolve",
+           "torch_verdicts"]
 
 
 def resolve(request: Request, facts: Facts, *, limit: int | None = 10) -> list[Combination]:

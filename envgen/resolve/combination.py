@@ -43,13 +43,18 @@ class Combination:
     nvcc: str
     nvcc_package: str | None
     nvcc_version: str | None
+    nvcc_from: str  # "lock" (the lock installs it) or "system" (--nvcc: a toolkit already there)
     gcc: int
     gcc_source: str
     glibc: str
     torch_glibc: str | None
-    min_driver: str | None
-    cuda_archs: tuple[str, ...]
+    min_driver: str | None  # CUDA minor-version-compatibility floor of torch's CUDA
+    release_driver: str | None  # the driver of torch's CUDA runtime release (full support)
+    cuda_archs: tuple[str, ...]  # nvcc's archs that the torch build was also compiled for
+    framework_archs: tuple[str, ...] | None  # the framework's default arch list for that nvcc
+    ops_unavailable: tuple[str, ...]  # "op: why" for ops that cannot build or run here
     evidence: str
+    facts: dict[str, str]  # where the deciding facts came from: harvested / curated / unknown
     notes: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:

@@ -15,34 +15,48 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from envgen.facts.model import CudaToolkit, Facts, FrameworkRelease, OSBase, TorchBuild
+from envgen.resolve.checks import Checks
 from envgen.resolve.request import Request, cuda_matches, matcher
-from envgen.versions import dotted_key, parse_version, python_key, python_version, spec_contains
+from envgen.versions import dotted_key, parse_version, python_key
 
 # constraint name → what it means, in the order checks run
 CONSTRAINTS = {
-    "framework-torch": "the framework release's torch requirement",
-    "framework-cuda": "the framework's CUDA requirement (curated)",
-    "nvcc": "an nvcc for torch's CUDA (exact, or a minor mismatch the framework accepts)",
-    "gpu-arch": "the GPU architecture supported by that nvcc",
-    "driver": "the driver ≥ the CUDA runtime's minimum",
+    "framework-torch": "the framework release's torch requirement (metadata, build code, "
+                       "curated)",
+    "framework-cuda": "the framework's CUDA requirement (build code, curated)",
+    "nvcc": "an nvcc the release's own check accepts for torch's CUDA (equal, or a minor "
+            "mismatch its allow-list names)",
+    "cxx-std": "the framework's -std=c++NN flags ≥ the C++ standard torch's headers require",
+    "gpu-arch": "the GPU architecture in nvcc's list and in the torch build's arch list",
+    "driver": "the driver ≥ the CUDA runtime's minor-version-compatibility floor",
     "flavor": "a toolchain for torch's CUDA in the requested lock flavor (toolchain.toml)",
     "framework-python": "the framework release's Python requirement",
-    "glibc": "the OS's glibc ≥ the torch wheel's manylinux glibc",
-    "gcc": "a gcc for the OS within nvcc's maximum host compiler",
+    "framework-files": "a file of the framework release for the Python and platform (a "
+                       "fitting wheel, or its sdist)",
+    "breakage": "a known-broken combination of framework, torch, CUDA and Python (curated)",
+    "glibc": "the OS's glibc ≥ what the torch and framework wheels need",
+    "gcc": "a gcc for the OS between the op build's minimum and nvcc's maximum",
 }
 
 
 @dataclass
 class Tally:
-    """Removed-candidate counts per constraint, with one example reason each."""
+    """Removed-candidate counts per constraint, with one example reason each; and per torch
+    build (version, CUDA) the first reason per constraint that removed any of its candidates,
+    and which builds made it into a feasible combination."""
 
     removed: Counter = field(default_factory=Counter)
     examples: dict[str, str] = field(default_factory=dict)
+    by_build: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    accepted: set[tuple[str, str]] = field(default_factory=set)
 
-    def add(self, name: str, count: int, reason: str) -> None:
+    def add(self, name: str, count: int, reason: str, group: BuildGroup | None = None) -> None:
         if count:
             self.removed[name] += count
             self.examples.setdefault(name, reason)
+            if group is not None:
+                self.by_build.setdefault((group.version, group.cuda), {}).setdefault(name,
+                                                                                     reason)
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +84,7 @@ class Feasible:
     toolkit: CudaToolkit
     gcc: int
     gcc_source: str
+    checks: Checks
 
 
 def _python_rank(facts: Facts):
@@ -133,109 +148,6 @@ def _neg_version(v: str):
     return key
 
 
-class Checks:
-    """The compatibility rules, memoized per request (facts are immutable)."""
-
-    def __init__(self, request: Request, facts: Facts) -> None:
-        self.request = request
-        self.facts = facts
-        self._nvcc: dict[tuple, tuple[CudaToolkit | None, str | None]] = {}
-        self._os: dict[tuple, tuple[int, str] | str] = {}
-
-    def _constraints(self, fw: FrameworkRelease):
-        return [c for c in self.facts.constraints
-                if c.framework == fw.framework and spec_contains(c.versions or "", fw.version)]
-
-    def framework_torch(self, fw: FrameworkRelease, version: str) -> str | None:
-        spec = fw.requires_torch or ""
-        if not spec_contains(spec, version):
-            return f"{fw.framework} {fw.version} requires torch{spec}, not {version}"
-        for c in self._constraints(fw):
-            if c.requires_torch and not spec_contains(c.requires_torch, version):
-                return (f"{fw.framework} {fw.version} needs torch{c.requires_torch} "
-                        f"(curated: {c.source})")
-        return None
-
-    def framework_cuda(self, fw: FrameworkRelease, cuda: str) -> str | None:
-        for c in self._constraints(fw):
-            if c.requires_cuda and not spec_contains(c.requires_cuda, cuda):
-                return (f"{fw.framework} {fw.version} needs CUDA{c.requires_cuda} "
-                        f"(curated: {c.source})")
-        return None
-
-    def nvcc(self, fw: FrameworkRelease, cuda: str) -> tuple[CudaToolkit | None, str | None]:
-        """The toolkit whose nvcc builds the ops: torch's CUDA exactly, else an accepted minor."""
-        key = (fw.framework, fw.version, cuda)
-        hit = self._nvcc.get(key)
-        if hit is None:
-            hit = self._nvcc[key] = self._select_nvcc(fw, cuda)
-        return hit
-
-    def _select_nvcc(self, fw: FrameworkRelease, cuda: str):
-        toolkits = self.facts.toolkits
-        if cuda in toolkits:
-            return toolkits[cuda], None
-        major = int(cuda.split(".")[0])
-        for rule in self.facts.mismatch_rules:
-            if (rule.framework == fw.framework and rule.major == major and cuda in rule.ok
-                    and spec_contains(rule.versions or "", fw.version)):
-                usable = [c for c in rule.ok if c in toolkits]
-                if usable:  # the nearest minor; between two equally near, the newer
-                    minor = dotted_key(cuda)[1]
-                    best = min(usable, key=lambda c: (abs(dotted_key(c)[1] - minor),
-                                                      -dotted_key(c)[1]))
-                    return toolkits[best], None
-        return None, f"no nvcc for CUDA {cuda} in the matrix, and {fw.framework} {fw.version} " \
-                     f"accepts no other minor version"
-
-    def toolkit(self, toolkit: CudaToolkit, cuda: str) -> tuple[str, str] | None:
-        """(constraint, reason) if the GPU arch or the driver rules the toolkit/runtime out."""
-        arch = self.request.gpu_arch
-        if arch and arch not in toolkit.archs:
-            return "gpu-arch", f"nvcc {toolkit.cuda} cannot target {arch}"
-        driver = self.request.driver
-        if driver:
-            runtime = self.facts.toolkits.get(cuda)
-            need = runtime.min_driver if runtime else None
-            if need is None:
-                return "driver", f"no minimum driver known for CUDA {cuda}"
-            if dotted_key(driver) < dotted_key(need):
-                return "driver", f"CUDA {cuda} needs driver ≥ {need}, have {driver}"
-        return None
-
-    def framework_python(self, fw: FrameworkRelease, python: str) -> str | None:
-        num = python_version(python)
-        if fw.requires_python and not spec_contains(fw.requires_python, num):
-            return f"{fw.framework} {fw.version} requires Python{fw.requires_python}"
-        for c in self._constraints(fw):
-            if c.requires_python and not spec_contains(c.requires_python, num):
-                return f"{fw.framework} {fw.version} needs Python{c.requires_python} (curated)"
-        return None
-
-    def os(self, build: TorchBuild, os: OSBase, toolkit: CudaToolkit):
-        """(gcc, where it comes from) or (constraint, reason)."""
-        key = (build.glibc, os.id, toolkit.cuda)
-        hit = self._os.get(key)
-        if hit is None:
-            hit = self._os[key] = self._check_os(build, os, toolkit)
-        return hit
-
-    def _check_os(self, build: TorchBuild, os: OSBase, toolkit: CudaToolkit):
-        if build.glibc and dotted_key(os.glibc) < dotted_key(build.glibc):
-            return ("glibc", f"{os.id} has glibc {os.glibc}; torch {build.version} wheels "
-                             f"need ≥ {build.glibc}")
-        top = toolkit.max_gcc
-        if top is None or os.gcc <= top:
-            return (os.gcc, "os")
-        packaged = [g for g in os.gcc_available if g <= top]
-        if packaged:
-            return (max(packaged), "os-package")
-        conda = [g for g in self.facts.policy.conda_gcc if g <= top]
-        if conda:
-            return (max(conda), "conda-forge")
-        return ("gcc", f"{os.id} offers gcc {os.gcc}; nvcc {toolkit.cuda} accepts gcc ≤ {top}")
-
-
 def iter_feasible(request: Request, facts: Facts, tally: Tally | None = None,
                   domains: Domains | None = None) -> Iterator[Feasible]:
     """Yield every feasible combination for a validated request, best first."""
@@ -245,34 +157,57 @@ def iter_feasible(request: Request, facts: Facts, tally: Tally | None = None,
     for fw in d.frameworks:
         for g in d.groups:
             weight = len(g.entries) * n_os
-            why = checks.framework_torch(fw, g.version)
-            name = "framework-torch"
-            if why is None:
-                why, name = checks.framework_cuda(fw, g.cuda), "framework-cuda"
-            toolkit = None
-            if why is None:
-                toolkit, why = checks.nvcc(fw, g.cuda)
-                name = "nvcc"
-            if why is None:
-                bad = checks.toolkit(toolkit, g.cuda)
-                if bad:
-                    name, why = bad
-            if why is None and request.flavor and facts.toolchain:
-                why, name = facts.toolchain.why_not(request.flavor, g.cuda), "flavor"
+            name, why, toolkit = _group_check(checks, request, facts, fw, g)
             if why is not None:
                 if tally is not None:
-                    tally.add(name, weight, why)
+                    tally.add(name, weight, why, g)
                 continue
             for py, build in g.entries:
-                why = checks.framework_python(fw, py)
+                name, why = "framework-python", checks.framework_python(fw, py)
+                if why is None:
+                    name, why = "framework-files", checks.framework_files(fw, py)
+                if why is None:
+                    name, why = "breakage", checks.breakage(fw, g.version, toolkit.cuda, py)
                 if why is not None:
                     if tally is not None:
-                        tally.add("framework-python", n_os, why)
+                        tally.add(name, n_os, why, g)
                     continue
                 for os in d.oses:
-                    gcc, src = checks.os(build, os, toolkit)
+                    gcc, src = checks.os(fw, build, py, os, toolkit)
                     if isinstance(gcc, str):
                         if tally is not None:
-                            tally.add(gcc, 1, src)
+                            tally.add(gcc, 1, src, g)
                         continue
-                    yield Feasible(fw, build, py, os, toolkit, gcc, src)
+                    if tally is not None:
+                        tally.accepted.add((g.version, g.cuda))
+                    yield Feasible(fw, build, py, os, toolkit, gcc, src, checks)
+
+
+def _group_check(checks: Checks, request: Request, facts: Facts, fw: FrameworkRelease,
+                 g: BuildGroup) -> tuple[str, str | None, CudaToolkit | None]:
+    """The first rule that rules out every build of ``g`` for ``fw``: (name, reason, None);
+    else ("", None, the toolkit whose nvcc builds the ops)."""
+    why = checks.framework_torch(fw, g.version)
+    if why is not None:
+        return "framework-torch", why, None
+    why = checks.framework_cuda(fw, g.cuda)
+    if why is not None:
+        return "framework-cuda", why, None
+    toolkit, why = checks.nvcc(fw, g.cuda)
+    if why is not None or toolkit is None:
+        return "nvcc", why or "no nvcc", None
+    build = g.entries[0][1]
+    why = checks.cxx_std(fw, build, toolkit)
+    if why is not None:
+        return "cxx-std", why, None
+    why = checks.gpu(build, toolkit)
+    if why is not None:
+        return "gpu-arch", why, None
+    why = checks.driver(build, toolkit)
+    if why is not None:
+        return "driver", why, None
+    if request.flavor and facts.toolchain and request.nvcc is None:
+        why = facts.toolchain.why_not(request.flavor, g.cuda)
+        if why is not None:
+            return "flavor", why, None
+    return "", None, toolkit

@@ -8,7 +8,7 @@ from itertools import combinations, islice
 from envgen.facts.model import Facts
 from envgen.resolve.engine import CONSTRAINTS, Domains, Tally, iter_feasible, prepare
 from envgen.resolve.request import Request, cuda_matches, matcher
-from envgen.versions import dotted_key
+from envgen.versions import dotted_key, parse_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +50,7 @@ def _empty_axes(request: Request, facts: Facts, d: Domains) -> list[str]:
     if not d.frameworks:
         names = [request.framework] if request.framework else list(facts.framework_names)
         known = sorted({r.version for r in facts.frameworks if r.framework in names},
-                       key=lambda v: dotted_key(v.split("rc")[0].split("post")[0].rstrip(".")))
+                       key=parse_version)
         out.append(f"no {request.framework or 'framework'} release matches "
                    f"--framework-version {request.framework_version} "
                    f"(known: {', '.join(known[:3])} … {', '.join(known[-3:])})")
@@ -62,7 +62,7 @@ def _empty_axes(request: Request, facts: Facts, d: Domains) -> list[str]:
                        f"(known CUDA: {', '.join(cudas)})")
         elif request.torch and not any(matcher("--torch", request.torch)(b.version)
                                        for b in builds):
-            versions = sorted({b.version for b in builds}, key=dotted_key)
+            versions = sorted({b.version for b in builds}, key=parse_version)
             out.append(f"no torch {request.torch} CUDA build on {request.platform} "
                        f"(known: {versions[0]} … {versions[-1]})")
         elif request.python and not any(request.python in b.python for b in builds):
@@ -112,6 +112,26 @@ def explain(request: Request, facts: Facts, make) -> Explanation:
         for name in CONSTRAINTS if tally.removed[name]
     )
     return Explanation(request, tuple(empty), removed, tuple(nearest(request, facts, make)))
+
+
+def torch_verdicts(request: Request, facts: Facts) -> list[dict]:
+    """Every torch build (version, CUDA) the request admits, best first: accepted (some
+    feasible combination uses it) or excluded, with the first reason per rule that removed
+    its candidates. ``request`` must be validated."""
+    d = prepare(request, facts)
+    tally = Tally()
+    for _ in iter_feasible(request, facts, tally, d):
+        pass
+    out = []
+    for g in d.groups:
+        key = (g.version, g.cuda)
+        row: dict = {"torch": g.version, "cuda": g.cuda, "accepted": key in tally.accepted}
+        if not row["accepted"]:
+            reasons = tally.by_build.get(key, {})
+            row["excluded_by"] = [{"constraint": name, "reason": reasons[name]}
+                                  for name in CONSTRAINTS if name in reasons]
+        out.append(row)
+    return out
 
 
 def nearest(request: Request, facts: Facts, make, limit: int = 3) -> list[Alternative]:

@@ -30,7 +30,9 @@ class Request:
     os: str | None = None
     nccl: str | None = None
     gpu_arch: str | None = None
+    gpu: str | None = None  # a GPU name (curated/gpus.toml); sets gpu_arch
     driver: str | None = None
+    nvcc: str | None = None  # a fixed system CUDA toolkit (major.minor) instead of installing one
     flavor: str | None = None  # lock flavor whose toolchain must exist for the CUDA version
     platform: str = "linux-x86_64"
 
@@ -39,11 +41,15 @@ class Request:
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
+            if f.name == "gpu_arch" and self.gpu is not None:
+                continue  # derived from --gpu
             if v is not None and not (f.name == "platform" and v == "linux-x86_64"):
                 out[f.name] = v
         return out
 
     def without(self, *names: str) -> Request:
+        if "gpu" in names:
+            names = (*names, "gpu_arch")
         return replace(self, **{n: (Request.platform if n == "platform" else None) for n in names})
 
     def flags(self) -> str:
@@ -105,14 +111,21 @@ def validate(request: Request, facts: Facts) -> Request:
                          hint="give major.minor, e.g. --python 3.11 (3.13t for free-threaded)",
                          source="--python")
     if request.cuda is not None:
-        cuda = request.cuda.strip().lower().removeprefix("cu")
-        if re.fullmatch(r"\d{3}", cuda):  # cu121 → 12.1
-            cuda = f"{cuda[:2]}.{cuda[2]}"
+        cuda = _cuda(request.cuda)
         if not re.fullmatch(r"\d{2}(\.\d)?", cuda):
             raise UsageError(f"--cuda {request.cuda!r} is not a CUDA version",
                              hint="give major.minor such as --cuda 12.1, or a major such as "
                              "--cuda 12", source="--cuda")
         changes["cuda"] = cuda
+    if request.nvcc is not None:
+        nvcc = _cuda(request.nvcc)
+        m = re.fullmatch(r"(\d{1,2})\.(\d)(\.\d+)*", nvcc)
+        if not m:
+            raise UsageError(f"--nvcc {request.nvcc!r} is not a CUDA toolkit version",
+                             hint="give the version `nvcc --version` prints as major.minor, "
+                             "e.g. --nvcc 12.4 (a cluster's `module load cuda/12.4`)",
+                             source="--nvcc")
+        changes["nvcc"] = f"{m.group(1)}.{m.group(2)}"
     if request.flavor is not None:
         flavors = Toolchain.FLAVORS
         if request.flavor not in flavors:
@@ -126,6 +139,20 @@ def validate(request: Request, facts: Facts) -> Request:
                          hint=f"{suggest(platform, list(PLATFORMS))}use one of: "
                          f"{', '.join(PLATFORMS)}", source="--platform")
     changes["platform"] = platform
+    if request.gpu is not None:
+        gpu = facts.gpus.get(request.gpu.strip().lower().removeprefix("nvidia ").strip())
+        if gpu is None:
+            names = sorted({g.name for g in facts.gpus.values()})
+            raise UsageError(f"unknown GPU {request.gpu!r}",
+                             hint=f"{suggest(request.gpu, names)}known GPUs (curated/gpus.toml): "
+                             f"{', '.join(names)}; or give its architecture with --gpu-arch",
+                             source="--gpu")
+        if request.gpu_arch is not None and normalize_arch(request.gpu_arch) != gpu.arch:
+            raise UsageError(f"--gpu {request.gpu} is {gpu.arch}, but --gpu-arch says "
+                             f"{request.gpu_arch}", hint="give one of --gpu / --gpu-arch",
+                             source="--gpu-arch")
+        changes["gpu"] = gpu.name
+        request = replace(request, gpu_arch=gpu.arch)
     if request.gpu_arch is not None:
         arch = normalize_arch(request.gpu_arch)
         known = sorted({a for t in facts.toolkits.values() for a in t.archs})
@@ -142,6 +169,12 @@ def validate(request: Request, facts: Facts) -> Request:
                              hint="give the version nvidia-smi prints, e.g. --driver 535.104.05",
                              source="--driver") from None
     return replace(request, **changes)
+
+
+def _cuda(value: str) -> str:
+    """"cu121" → "12.1"; otherwise stripped."""
+    text = value.strip().lower().removeprefix("cu")
+    return f"{text[:2]}.{text[2]}" if re.fullmatch(r"\d{3}", text) else text
 
 
 def matcher(option: str, value: str | None) -> Callable[[str], bool] | None:

@@ -77,7 +77,8 @@ def untested_candidates(facts: Facts) -> list[Combination]:
     """The resolver's best combination per framework × torch major.minor × CUDA, for the
     latest release of each framework (linux-x86_64); pairs nothing fits are left out."""
     pairs = sorted({(".".join(b.version.split(".")[:2]), b.cuda) for b in facts.torch_builds
-                    if b.cuda and b.platform == PLATFORM})
+                    if b.cuda and b.platform == PLATFORM},
+                   key=lambda p: (parse_version(p[0]), dotted_key(p[1])))
     found = []
     for framework, version in latest_releases(facts).items():
         for torch, cuda in pairs:

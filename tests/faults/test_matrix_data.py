@@ -167,11 +167,11 @@ def first_record(rel: str, table: tuple) -> dict:
 HARVESTED = {"harvested/torch.json": "builds", "harvested/frameworks.json": "releases",
              "harvested/cuda.json": "toolkits"}
 NULLABLE = {"harvested/torch.json": {"local", "cuda", "glibc", "requires_python", "cuda_runtime",
-                                     "nccl", "cudnn", "triton"},
+                                     "nccl", "cudnn", "triton", "headers"},
             "harvested/frameworks.json": {"requires_python", "requires_torch", "wheel_python",
-                                          "wheel_glibc"},
-            "harvested/cuda.json": set()}
-INTEGER = {"max_gcc"}
+                                          "wheel_glibc", "build"},
+            "harvested/cuda.json": {"max_clang"}}
+INTEGER = {"max_gcc", "max_clang"}
 WRONG_JSON = {"int": 5, "true": True, "null": None, "list": [], "object": {}}
 
 
@@ -182,7 +182,10 @@ def _harvested_cases():
                 valid = (kind == "null" and field in NULLABLE[rel]) or (
                     kind == "int" and field in INTEGER)
                 # an empty object where a source belongs lacks the source's keys
-                says = "missing 'url'" if (field, kind) == ("source", "object") else "is not"
+                says = {("source", "object"): "missing 'url'", ("files", "object"):
+                        "missing 'sdist'", ("build", "object"): "missing 'read'",
+                        ("headers", "object"): "missing 'cxx_std'"}.get(
+                            (field, kind), "is not")
                 yield pytest.param(rel, (key, 0, field), value, valid, says,
                                    id=f"{rel.split('/')[1]}-{field}-{kind}")
 
@@ -318,9 +321,13 @@ CURATED = [  # (file, path of the table, {field: kinds that are valid there})
     ("curated/frameworks.toml", ("constraint", 0), {
         "framework": {"str"}, "versions": set(), "requires_cuda": set(),
         "requires_torch": set(), "source": {"str"}}),
-    ("curated/frameworks.toml", ("cuda_minor_mismatch", 0), {
-        "framework": {"str"}, "versions": set(), "major": {"int"}, "ok": set(),
-        "source": {"str"}}),
+    ("curated/frameworks.toml", ("breakage", 0), {
+        "framework": {"str"}, "versions": set(), "torch": set(), "cuda": set(),
+        "what": {"str"}, "checked_through": set(), "source": {"str"}}),
+    ("curated/gpus.toml", ("gpu", 0), {"name": {"str"}, "aliases": {"list"}, "arch": set(),
+                                       "source": {"str"}}),
+    ("curated/compilers.toml", ("cxx_std", 0), {"std": set(), "min_gcc": {"int"},
+                                                "min_clang": {"int"}, "source": {"str"}}),
     ("curated/policy.toml", (), {"python_preference": {"list"}, "os_preference": {"list"},
                                  "framework_order": {"list"}, "source": {"str"}}),
     ("curated/policy.toml", ("manylinux_aliases",), {"manylinux1": set(), "source": {"str"}}),
@@ -341,7 +348,11 @@ OPTIONAL_KEYS = {("curated/os.toml", "gcc_available"), ("curated/os.toml", "arch
                  ("curated/frameworks.toml", "requires_torch"),
                  ("curated/policy.toml", "manylinux1"),
                  ("curated/toolchain.toml", "cuda"), ("curated/toolchain.toml", "releases"),
-                 ("curated/toolchain.toml", "os_packages")}
+                 ("curated/toolchain.toml", "os_packages"), ("curated/frameworks.toml", "torch"),
+                 ("curated/frameworks.toml", "cuda"),
+                 ("curated/frameworks.toml", "checked_through"),
+                 ("curated/gpus.toml", "aliases"), ("curated/compilers.toml", "min_gcc"),
+                 ("curated/compilers.toml", "min_clang")}
 # a top-level policy.toml "source" is optional too (the table's records are what must cite)
 OPTIONAL_PATHS = {("curated/policy.toml", ("source",))}
 
@@ -391,10 +402,13 @@ CURATED_SHAPES = [
     shape("curated/frameworks.toml", ("constraint", 0, "requires_cuda"), "=>12.0",
           "is not a PEP 440 version specifier"),
     shape("curated/frameworks.toml", ("constraint", 0, "versions"), ""),
-    shape("curated/frameworks.toml", ("cuda_minor_mismatch", 0, "major"), 0,
-          "is not a CUDA major version"),
-    shape("curated/frameworks.toml", ("cuda_minor_mismatch", 0, "ok"), ["11"],
-          "is not a CUDA major.minor"),
+    shape("curated/frameworks.toml", ("breakage", 0, "torch"), "=>2.12",
+          "is not a PEP 440 version specifier"),
+    shape("curated/frameworks.toml", ("breakage", 0, "checked_through"), "0.19.x",
+          "is not a PEP 440 version"),
+    shape("curated/gpus.toml", ("gpu", 0, "arch"), "volta", "is not a GPU architecture"),
+    shape("curated/compilers.toml", ("cxx_std", 0, "std"), "c++17",
+          "is not a C++ standard year"),
     shape("curated/policy.toml", ("python_preference",), ["3.12", "three"],
           "is not a Python version"),
     shape("curated/policy.toml", ("manylinux_aliases", "musllinux1"), "1.2",

@@ -42,6 +42,19 @@ def test_conda_plan_pins_cuda_and_targets_the_combination(lfacts):
     assert plan.pip.index_url == "https://pypi.org/simple" and plan.pip.extra_index_urls == ()
 
 
+def test_system_nvcc_locks_no_compiler(lfacts):
+    """--nvcc 12.4 (a cluster's module): the plan installs no CUDA compiler and no CUDA_HOME;
+    torch's CUDA is one the release's allow-list accepts with nvcc 12.4."""
+    c = combo(lfacts, framework="deepspeed", nvcc="12.4", python="3.11", os="ubuntu-22.04")
+    assert c.nvcc == "12.4" and c.nvcc_from == "system"
+    plan = make_plan(lfacts, c, LockOptions(), PYPI)
+    assert not any(s.startswith(("cuda-nvcc", "cuda-version")) for s in plan.conda.specs)
+    assert "CUDA_HOME" not in plan.env
+    assert {"pip", "ninja", "libaio"} <= set(plan.conda.specs)
+    venv = make_plan(lfacts, c, LockOptions(flavor="venv"), PYPI)  # CUDA 12 venv: fine now
+    assert not any("cuda-toolkit" in r for r in venv.pip.requirements)
+
+
 def test_cuda_11_uses_nvidias_labelled_channel_first(lfacts):
     c = combo(lfacts, cuda="11.8")
     plan = make_plan(lfacts, c, LockOptions(), PYTORCH)
@@ -111,7 +124,7 @@ def test_resolve_cli_flavor_filter(lock_matrix):
 
     proc = run_envgen("resolve", "--matrix-dir", str(lock_matrix), "--flavor", "venv", "--json")
     assert proc.returncode == 0
-    assert {c["cuda"] for c in __import__("json").loads(proc.stdout)} == {"13.0"}
+    assert {c["cuda"] for c in __import__("json").loads(proc.stdout)["combinations"]} == {"13.0"}
     bad = run_envgen("resolve", "--matrix-dir", str(lock_matrix), "--flavor", "vnev")
     assert bad.returncode == 2 and "did you mean 'venv'" in bad.stderr
 

@@ -36,7 +36,9 @@ def test_resolve_table_explains_choice(run):
 def test_resolve_json_has_contract_keys(run):
     code, out, _ = run("resolve", "--framework", "megatron-core", "--json")
     assert code == 0
-    data = json.loads(out)
+    doc = json.loads(out)
+    assert set(doc) == {"request", "combinations", "torch_builds"}
+    data = doc["combinations"]
     assert isinstance(data, list) and len(data) == 10
     need = {"id", "os", "python", "cuda", "torch", "nccl", "framework", "framework_version"}
     assert need <= set(data[0])
@@ -45,7 +47,7 @@ def test_resolve_json_has_contract_keys(run):
 
 def test_json_flag_before_subcommand_also_works(run):
     code, out, _ = run("--json", "resolve", "--framework", "colossalai", "--limit", "1")
-    assert code == 0 and json.loads(out)[0]["torch"] == "2.5.1"
+    assert code == 0 and json.loads(out)["combinations"][0]["torch"] == "2.5.1"
 
 
 def test_infeasible_exits_3_with_explanation(run):
@@ -104,10 +106,10 @@ def test_matrix_show_summary_and_tables(run):
 def test_config_defaults_apply_and_flags_win(run, tmp_path):
     (tmp_path / "envgen.toml").write_text('[defaults]\nos = "debian-12"\npython = "3.11"\n')
     _, out, _ = run("resolve", "--framework", "deepspeed", "--json", "--limit", "1")
-    assert json.loads(out)[0]["os"] == "debian-12"
-    assert json.loads(out)[0]["python"] == "3.11"
+    assert json.loads(out)["combinations"][0]["os"] == "debian-12"
+    assert json.loads(out)["combinations"][0]["python"] == "3.11"
     _, out, _ = run("resolve", "--framework", "deepspeed", "--os", "ubuntu-24.04", "--json")
-    assert json.loads(out)[0]["os"] == "ubuntu-24.04"
+    assert json.loads(out)["combinations"][0]["os"] == "ubuntu-24.04"
 
 
 def test_bad_config_is_a_usage_error(run, tmp_path):
@@ -136,7 +138,7 @@ def test_closed_pipe_is_not_an_error(fixture_matrix):
     env = {**os.environ, "ENVGEN_MATRIX_DIR": str(fixture_matrix)}
     proc = subprocess.run(f"{sys.executable} -m envgen resolve --json --limit 0 | head -c 10",
                           shell=True, capture_output=True, text=True, env=env, check=True)
-    assert proc.stdout.startswith("[") and "Traceback" not in proc.stderr
+    assert proc.stdout.startswith("{") and "Traceback" not in proc.stderr
 
 
 def test_matrix_show_unknown_framework_did_you_mean(run):

@@ -110,7 +110,8 @@ FILES = {  # matrix file → schema
     "harvested/frameworks.json": "harvested-frameworks",
     "harvested/cuda.json": "harvested-cuda",
     **{f"curated/{n}.toml": f"curated-{n}" for n in (
-        "os", "cuda", "torch", "frameworks", "policy", "toolchain", "images")},
+        "os", "cuda", "torch", "frameworks", "policy", "toolchain", "images", "gpus",
+        "compilers")},
     "sources.toml": "sources",
     "cells.toml": "cells",
 }
@@ -250,11 +251,11 @@ def test_files_are_validated_once_per_modification(matrix_copy, monkeypatch):
     assert sorted(calls) == sorted(FILES[r] for r in FILES
                                    if r.startswith(("harvested/", "curated/"))
                                    and not r.endswith("images.toml"))
-    assert load_facts(matrix_copy) is first and len(calls) == 9  # cached: not read again
+    assert load_facts(matrix_copy) is first and len(calls) == 11  # cached: not read again
     path = matrix_copy / "curated" / "os.toml"
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    assert load_facts(matrix_copy) is not first and len(calls) == 18  # read again: checked
+    assert load_facts(matrix_copy) is not first and len(calls) == 22  # read again: checked
 
 
 def test_problems_in_a_refreshed_snapshot_name_its_path(matrix_copy, tmp_path):

@@ -1,0 +1,181 @@
+"""Turn a feasible candidate into a :class:`Combination`: the chosen values, where each fact
+came from, which ops the GPU cannot run, and notes for everything a user should know (a minor
+mismatch, a system nvcc, a driver that runs only under minor-version compatibility, facts that
+are curated or unknown, breakages not known to be fixed)."""
+
+from __future__ import annotations
+
+from envgen.facts.model import CudaToolkit, TorchBuild
+from envgen.facts.release_model import BuildFacts
+from envgen.resolve.checks import arch_base, cc_of
+from envgen.resolve.combination import Combination, combination_id
+from envgen.resolve.engine import Feasible
+from envgen.resolve.request import Request
+from envgen.versions import dotted_key, spec_contains
+
+
+def ops_unavailable(build: BuildFacts | None, torch: str, cuda: str,
+                    arch: str | None) -> tuple[str, ...]:
+    """Ops of the framework release that cannot be built or run here, each with the reason
+    read from the release's files."""
+    if build is None or not build.read:
+        return ()
+    out = []
+    cc = cc_of(arch) if arch else None
+    for op in build.ops:
+        why = None
+        if op.requires_torch and not spec_contains(op.requires_torch, torch):
+            why = f"needs torch{op.requires_torch}"
+        elif op.requires_cuda and not spec_contains(op.requires_cuda, cuda):
+            why = f"needs CUDA{op.requires_cuda}"
+        elif cc and op.min_cc and cc < cc_of(op.min_cc):
+            why = f"needs compute capability ≥ {op.min_cc} (have {arch})"
+        elif cc and op.max_cc and cc > cc_of(op.max_cc):
+            why = f"supports compute capability ≤ {op.max_cc} (have {arch})"
+        if why:
+            where = f" ({op.evidence[0]})" if op.evidence else ""
+            out.append(f"{op.name}: {why}{where}")
+    return tuple(out)
+
+
+def release_driver(build: TorchBuild, runtime: CudaToolkit | None) -> tuple[str | None, str]:
+    """The driver NVIDIA ships with torch's CUDA runtime release (full support, PTX JIT)."""
+    if runtime is None:
+        return None, ""
+    release = runtime.release_of("cudart", build.cuda_runtime)
+    if release is not None and release.driver:
+        return release.driver, f"CUDA {release.release}"
+    return runtime.toolkit_driver, f"CUDA {runtime.cuda} GA"
+
+
+def _gpu_notes(f: Feasible, request: Request) -> list[str]:
+    arch, b, fw = request.gpu_arch, f.build, f.framework
+    if not arch:
+        return []
+    notes = []
+    if b.archs is None:
+        notes.append(f"the GPU archs torch {b.pin.split('==')[1]} was compiled for are not in "
+                     f"the matrix; {arch} is not checked against them")
+    elif arch_base(arch) not in {arch_base(a) for a in b.archs}:
+        notes.append(f"torch {b.version} has no kernels for {arch} (newest: {b.archs[-1]}); it "
+                     f"runs only by JIT-compiling PTX at start-up, if the build embeds PTX")
+    archs = fw.build.default_archs.get(f.toolkit.cuda) if fw.build and fw.build.read and \
+        fw.build.default_archs else None
+    if archs is not None and cc_of(arch) not in {cc_of(a) for a in archs}:
+        notes.append(f"{fw.framework} {fw.version}'s default arch list with nvcc "
+                     f"{f.toolkit.cuda} is {';'.join(archs)}: prebuilt ops need "
+                     f"TORCH_CUDA_ARCH_LIST={cc_of(arch)[0]}.{cc_of(arch)[1]} (envgen's image "
+                     f"build sets it)")
+    return notes
+
+
+def _driver_notes(f: Feasible, request: Request, full: str | None, what: str) -> list[str]:
+    if not request.driver or not full:
+        return []
+    if dotted_key(request.driver) >= dotted_key(full):
+        return []
+    floor = f.checks.facts.toolkits[f.build.cuda].min_driver
+    return [f"driver {request.driver} is below {full}, the driver of {what}: torch runs under "
+            f"CUDA minor-version compatibility (≥ {floor}); kernels compiled for the GPU's own "
+            f"sm run, PTX from a newer toolkit cannot be JIT-compiled, so build the ops for "
+            f"your GPU's architecture"]
+
+
+def _fact_marks(f: Feasible) -> dict[str, str]:
+    b, fw = f.build, f.framework
+    marks = {"torch_pins": "curated" if b.pins_from == "curated" else b.pins_from,
+             "torch_archs": "curated" if b.archs is not None else "unknown",
+             "torch_headers": "harvested" if b.headers is not None else "unknown"}
+    if fw.build is None or not fw.build.read:
+        marks["framework_build"] = "unknown"
+    else:
+        marks["framework_build"] = f"harvested from its {fw.build.origin}"
+    marks["framework_files"] = "harvested" if fw.files is not None else "unknown"
+    return marks
+
+
+def make_combination(f: Feasible, request: Request) -> Combination:
+    b, t, fw = f.build, f.toolkit, f.framework
+    facts = f.checks.facts
+    notes = []
+    if request.nvcc:
+        notes.append(f"uses the system nvcc {t.cuda} (--nvcc); the lock installs no CUDA "
+                     f"compiler" + ("" if t.nvcc_package else "; its max gcc and archs are "
+                                    "not in the matrix, so they were not checked"))
+    if t.cuda != b.cuda:
+        notes.append(f"nvcc {t.cuda} stands in for CUDA {b.cuda} "
+                     f"({f.checks.accepts(fw, t.cuda, b.cuda)[1]})")
+    if b.curated and b.pins_from == "curated":
+        notes.append(f"{b.pin}'s pins are curated ({b.pins_source}); run `envgen matrix update "
+                     f"--index {b.index}` to harvest them")
+    elif b.curated:
+        notes.append(f"{b.pin} is known from curated data only and its NCCL / cuDNN / triton "
+                     f"pins are unknown; run `envgen matrix update --index {b.index}`")
+    elif b.nccl is None:
+        notes.append("NCCL is linked into this torch wheel; its version is not in the metadata")
+    if f.gcc_source != "os":
+        notes.append(f"{f.os.id}'s default gcc {f.os.gcc} is outside what the op build "
+                     f"accepts; use gcc {f.gcc} from {f.gcc_source}")
+    if fw.files is not None and fw.files.wheels and fw.files.wheel_for(f.python,
+                                                                        b.platform) is None:
+        notes.append(f"{fw.framework} {fw.version} has no wheel for Python {f.python}: it "
+                     f"builds from its sdist")
+    if fw.build is None or not fw.build.read:
+        why = f" ({fw.build.error})" if fw.build and fw.build.error else ""
+        notes.append(f"{fw.framework} {fw.version}'s build files were not read{why}: its nvcc "
+                     f"check, C++ standard and op floors are unknown")
+    if b.headers is None:
+        notes.append(f"the C++ standard torch {b.version}'s headers require was not read")
+    gpu_only = [o.name for o in (fw.build.ops if fw.build and fw.build.read else ())
+                if o.needs_gpu]
+    if gpu_only:
+        notes.append(f"{fw.framework} {fw.version} builds {', '.join(gpu_only)} ahead of time "
+                     f"only where a GPU is visible (read from its build code): an image built "
+                     f"without one compiles them at first use")
+    if fw.build and fw.build.read and fw.build.nvcc_mismatch == "skip-build":
+        notes.append(f"{fw.framework} {fw.version}'s setup.py silently builds no op when its "
+                     f"nvcc check fails")
+    notes += f.checks.unchecked_breakages(fw, b.version, t.cuda, f.python)
+    notes += _gpu_notes(f, request)
+    runtime = facts.toolkits.get(b.cuda or "")
+    full, what = release_driver(b, runtime)
+    notes += _driver_notes(f, request, full, what)
+    archs = t.archs
+    if b.archs is not None:
+        built = {arch_base(a) for a in b.archs}
+        archs = tuple(a for a in t.archs if arch_base(a) in built)
+    fw_archs = None
+    if fw.build and fw.build.read and fw.build.default_archs:
+        fw_archs = fw.build.default_archs.get(t.cuda)
+    return Combination(
+        id=combination_id(fw.framework, fw.version, b.version, b.cuda, f.python, f.os.id,
+                          b.platform),
+        framework=fw.framework,
+        framework_version=fw.version,
+        torch=b.version,
+        torch_pin=b.pin,
+        torch_index=b.index,
+        cuda=b.cuda,
+        python=f.python,
+        os=f.os.id,
+        platform=b.platform,
+        nccl=b.nccl,
+        cudnn=b.cudnn,
+        triton=b.triton,
+        nvcc=t.cuda,
+        nvcc_package=t.nvcc_package,
+        nvcc_version=t.nvcc_version,
+        nvcc_from="system" if request.nvcc else "lock",
+        gcc=f.gcc,
+        gcc_source=f.gcc_source,
+        glibc=f.os.glibc,
+        torch_glibc=b.glibc,
+        min_driver=runtime.min_driver if runtime else None,
+        release_driver=full,
+        cuda_archs=archs,
+        framework_archs=tuple(fw_archs) if fw_archs is not None else None,
+        ops_unavailable=ops_unavailable(fw.build, b.version, t.cuda, request.gpu_arch),
+        evidence="curated" if b.curated else "harvested",
+        facts=_fact_marks(f),
+        notes=tuple(notes),
+    )

@@ -1,0 +1,302 @@
+"""The compatibility rules. Each returns ``None`` (ok) or a reason; memoized per request.
+
+Every rule reads its facts from matrix/ (harvested from the releases' own files, or curated
+with a citation); none states a version fact itself. Versions are compared as versions
+(:func:`envgen.versions.parse_version` / :func:`dotted_key`), never as strings.
+"""
+
+from __future__ import annotations
+
+from envgen.facts.model import CudaToolkit, Facts, FrameworkRelease, OSBase, TorchBuild
+from envgen.facts.release_model import Breakage
+from envgen.resolve.request import Request
+from envgen.versions import dotted_key, parse_version, python_version, spec_contains
+
+
+def cc_of(arch: str) -> tuple[int, int]:
+    """``sm_90a`` → (9, 0); ``sm_120`` → (12, 0); ``8.6`` → (8, 6)."""
+    if arch.startswith("sm_"):
+        digits = arch[3:].rstrip("af")
+        return int(digits[:-1]), int(digits[-1])
+    major, minor = arch.split("+")[0].rstrip("af").split(".")
+    return int(major), int(minor)
+
+
+def arch_base(arch: str) -> str:
+    return arch.rstrip("af")
+
+
+class Checks:
+    """The compatibility rules for one request (facts are immutable, so results are cached)."""
+
+    def __init__(self, request: Request, facts: Facts) -> None:
+        self.request = request
+        self.facts = facts
+        self._nvcc: dict[tuple, tuple[CudaToolkit | None, str | None]] = {}
+        self._os: dict[tuple, tuple[int, str] | tuple[str, str]] = {}
+        self._gcc: dict[tuple, tuple[int, str]] = {}
+        self.system = self._system_toolkit()
+
+    # -------------------------------------------------------------- framework vs torch / CUDA
+
+    def _constraints(self, fw: FrameworkRelease):
+        return [c for c in self.facts.constraints
+                if c.framework == fw.framework and spec_contains(c.versions or "", fw.version)]
+
+    def framework_torch(self, fw: FrameworkRelease, version: str) -> str | None:
+        spec = fw.requires_torch or ""
+        if not spec_contains(spec, version):
+            return f"{fw.framework} {fw.version} requires torch{spec}, not {version}"
+        build = fw.build
+        if build and build.read and build.requires_torch and not spec_contains(
+                build.requires_torch, version):
+            return (f"{fw.framework} {fw.version}'s build checks torch{build.requires_torch} "
+                    f"(read from its files), not {version}")
+        for c in self._constraints(fw):
+            if c.requires_torch and not spec_contains(c.requires_torch, version):
+                return (f"{fw.framework} {fw.version} needs torch{c.requires_torch} "
+                        f"(curated: {c.source})")
+        return None
+
+    def framework_cuda(self, fw: FrameworkRelease, cuda: str) -> str | None:
+        build = fw.build
+        if build and build.read and build.requires_cuda and not spec_contains(
+                build.requires_cuda, cuda):
+            return (f"{fw.framework} {fw.version}'s build checks CUDA{build.requires_cuda} "
+                    f"(read from its files), not {cuda}")
+        for c in self._constraints(fw):
+            if c.requires_cuda and not spec_contains(c.requires_cuda, cuda):
+                return (f"{fw.framework} {fw.version} needs CUDA{c.requires_cuda} "
+                        f"(curated: {c.source})")
+        return None
+
+    def _breakages(self, fw: FrameworkRelease) -> list[Breakage]:
+        return [b for b in self.facts.breakages if b.framework == fw.framework]
+
+    def breakage(self, fw: FrameworkRelease, torch: str, cuda: str, python: str) -> str | None:
+        for b in self._breakages(fw):
+            if spec_contains(b.versions, fw.version) and b.matches_env(torch, cuda, python):
+                return f"{fw.framework} {fw.version} with torch {torch}, CUDA {cuda}, " \
+                       f"Python {python}: {b.what} (curated: {b.source})"
+        return None
+
+    def unchecked_breakages(self, fw: FrameworkRelease, torch: str, cuda: str,
+                            python: str) -> list[str]:
+        """Known breakages of older releases whose fix in ``fw`` nobody checked."""
+        out = []
+        for b in self._breakages(fw):
+            if (b.checked_through and not spec_contains(b.versions, fw.version)
+                    and parse_version(fw.version) > parse_version(b.checked_through)
+                    and b.matches_env(torch, cuda, python)):
+                out.append(f"a known breakage of {fw.framework}{b.versions} with these "
+                           f"versions ({b.what}; {b.source}) was checked through "
+                           f"{b.checked_through}; {fw.version} is newer and was not checked, so "
+                           f"it is not known to be fixed")
+        return out
+
+    # -------------------------------------------------------------- nvcc
+
+    def _system_toolkit(self) -> CudaToolkit | None:
+        nvcc = self.request.nvcc
+        if nvcc is None:
+            return None
+        known = self.facts.toolkits.get(nvcc)
+        return known if known is not None else CudaToolkit(
+            cuda=nvcc, nvcc_package=None, nvcc_version=None, max_gcc=None, archs=())
+
+    def nvcc(self, fw: FrameworkRelease, cuda: str) -> tuple[CudaToolkit | None, str | None]:
+        """The toolkit whose nvcc builds the ops: the given system nvcc, torch's CUDA exactly,
+        else a minor the release's own check accepts."""
+        key = (fw.framework, fw.version, cuda)
+        hit = self._nvcc.get(key)
+        if hit is None:
+            hit = self._nvcc[key] = self._select_nvcc(fw, cuda)
+        return hit
+
+    def accepts(self, fw: FrameworkRelease, nvcc: str, cuda: str) -> tuple[bool, str]:
+        if nvcc == cuda:
+            return True, "same CUDA minor"
+        if fw.build is None or not fw.build.read:
+            return False, (f"{fw.framework} {fw.version}'s build files were not read, so only "
+                           f"an nvcc equal to torch's CUDA {cuda} is known to pass its check")
+        ok, why = fw.build.nvcc_accepts(nvcc, cuda)
+        if ok is None:
+            return False, (f"{fw.framework} {fw.version}: {why}; only an nvcc equal to torch's "
+                           f"CUDA {cuda} is known to pass")
+        verb = "accepts" if ok else "refuses"
+        return ok, (f"{fw.framework} {fw.version}'s op build {verb} nvcc {nvcc} for torch's "
+                    f"CUDA {cuda}: {why}")
+
+    def _select_nvcc(self, fw: FrameworkRelease, cuda: str):
+        if self.system is not None:
+            ok, why = self.accepts(fw, self.system.cuda, cuda)
+            if ok:
+                return self.system, None
+            skip = fw.build.skip_cuda_check if fw.build and fw.build.read else None
+            tail = (f"; {skip}=1 turns the refusal into a warning, at your own risk" if skip
+                    else "")
+            return None, f"{why}{tail}"
+        toolkits = self.facts.toolkits
+        if cuda in toolkits:
+            return toolkits[cuda], None
+        usable = [c for c in toolkits if c.split(".")[0] == cuda.split(".")[0]
+                  and self.accepts(fw, c, cuda)[0]]
+        if usable:  # the nearest minor; between two equally near, the newer
+            minor = dotted_key(cuda)[1]
+            best = min(usable, key=lambda c: (abs(dotted_key(c)[1] - minor), -dotted_key(c)[1]))
+            return toolkits[best], None
+        return None, f"no nvcc for CUDA {cuda} in the matrix, and {self._no_minor(fw, cuda)}"
+
+    def _no_minor(self, fw: FrameworkRelease, cuda: str) -> str:
+        if fw.build is None or not fw.build.read:
+            return (f"{fw.framework} {fw.version}'s build files were not read, so no other "
+                    f"minor is known to pass its check")
+        return f"{fw.framework} {fw.version}'s build accepts no other minor the matrix has"
+
+    # -------------------------------------------------------------- C++ standard
+
+    @staticmethod
+    def against_torch(fw: FrameworkRelease) -> bool:
+        """Whether the release compiles code against torch's headers (torch's C++ extension
+        machinery). A release whose build code states it compiles no CUDA code (Megatron-Core:
+        one pybind11 helper) is not held to torch's header rules."""
+        return not (fw.build is not None and fw.build.read and fw.build.nvcc_check == "none")
+
+    def cxx_std(self, fw: FrameworkRelease, build: TorchBuild,
+                toolkit: CudaToolkit) -> str | None:
+        """The framework's -std flags must be at least what torch's headers require."""
+        headers, facts = build.headers, fw.build
+        if headers is None or headers.cxx_std is None or facts is None or not facts.read:
+            return None
+        if not self.against_torch(fw):
+            return None
+        need = int(headers.cxx_std)
+        for kind, rules in (("host compiler", facts.cxx_std), ("nvcc", facts.nvcc_std)):
+            rule = facts.std(rules, build.version, toolkit.cuda)
+            if rule is not None and int(rule.std) < need:
+                return (f"{fw.framework} {fw.version} compiles its ops with -std=c++{rule.std} "
+                        f"for the {kind} ({rule.where}), but torch {build.version}'s headers "
+                        f"require C++{need} ({headers.cxx_std_where})")
+        return None
+
+    def needed_std(self, fw: FrameworkRelease, build: TorchBuild, cuda: str) -> str | None:
+        """The highest C++ standard the op build uses: torch's headers' or the framework's."""
+        stds = []
+        if build.headers and build.headers.cxx_std and self.against_torch(fw):
+            stds.append(int(build.headers.cxx_std))
+        if fw.build and fw.build.read:
+            for rules in (fw.build.cxx_std, fw.build.nvcc_std):
+                rule = fw.build.std(rules, build.version, cuda)
+                if rule is not None:
+                    stds.append(int(rule.std))
+        return str(max(stds)) if stds else None
+
+    # -------------------------------------------------------------- GPU and driver
+
+    def gpu(self, build: TorchBuild, toolkit: CudaToolkit) -> str | None:
+        arch = self.request.gpu_arch
+        if not arch:
+            return None
+        name = f"{self.request.gpu} ({arch})" if self.request.gpu else arch
+        if toolkit.archs and arch not in toolkit.archs:
+            return (f"nvcc {toolkit.cuda} cannot target {name}: its ptxas knows "
+                    f"{toolkit.archs[0]} … {toolkit.archs[-1]}")
+        if build.archs:
+            have = [cc_of(a) for a in build.archs]
+            want = cc_of(arch)
+            if arch_base(arch) not in {arch_base(a) for a in build.archs} and want < max(have):
+                return (f"torch {build.pin.split('==')[1]} was compiled for "
+                        f"{', '.join(build.archs)}, not {name} (curated: {build.archs_source})")
+        return None
+
+    def driver(self, build: TorchBuild, toolkit: CudaToolkit) -> str | None:
+        driver = self.request.driver
+        if not driver:
+            return None
+        runtime = self.facts.toolkits.get(build.cuda or "")
+        floor = runtime.min_driver if runtime else None
+        if floor is None:
+            return f"no minimum driver known for CUDA {build.cuda}"
+        if dotted_key(driver) < dotted_key(floor):
+            return (f"CUDA {build.cuda} needs driver ≥ {floor} even under minor-version "
+                    f"compatibility; have {driver}")
+        return None
+
+    # -------------------------------------------------------------- files, Python, OS
+
+    def framework_files(self, fw: FrameworkRelease, python: str) -> str | None:
+        files = fw.files
+        if files is None:
+            return None
+        platform = self.request.platform
+        if files.wheel_for(python, platform) is not None or files.sdist:
+            return None
+        return (f"{fw.framework} {fw.version} publishes no file for Python {python} on "
+                f"{platform} ({files.describe(platform)})")
+
+    def framework_python(self, fw: FrameworkRelease, python: str) -> str | None:
+        num = python_version(python)
+        if fw.requires_python and not spec_contains(fw.requires_python, num):
+            return f"{fw.framework} {fw.version} requires Python{fw.requires_python}"
+        for c in self._constraints(fw):
+            if c.requires_python and not spec_contains(c.requires_python, num):
+                return f"{fw.framework} {fw.version} needs Python{c.requires_python} (curated)"
+        return None
+
+    def gcc_floor(self, fw: FrameworkRelease, build: TorchBuild,
+                  toolkit: CudaToolkit) -> tuple[int, str]:
+        """The lowest host gcc major the op build needs, and why."""
+        key = (fw.framework, fw.version, build.version, toolkit.cuda)
+        hit = self._gcc.get(key)
+        if hit is None:
+            hit = self._gcc[key] = self._gcc_floor(fw, build, toolkit)
+        return hit
+
+    def _gcc_floor(self, fw, build, toolkit) -> tuple[int, str]:
+        best, why = 0, ""
+        h = build.headers if self.against_torch(fw) else None
+        if h is not None and h.min_gcc:
+            best, why = h.min_gcc, f"torch {build.version}'s headers ({h.min_gcc_where})"
+        if h is not None and h.extension_min_gcc:
+            major = int(h.extension_min_gcc.split(".")[0])
+            if major > best:
+                best, why = major, f"torch {build.version}'s cpp_extension"
+        std = self.needed_std(fw, build, toolkit.cuda)
+        row = self.facts.cxx_std(std) if std else None
+        if row is not None and row.min_gcc and row.min_gcc > best:
+            best, why = row.min_gcc, f"C++{std} ({row.source})"
+        return best, why
+
+    def os(self, fw: FrameworkRelease, build: TorchBuild, python: str, os: OSBase,
+           toolkit: CudaToolkit):
+        """(gcc, where it comes from) or (constraint, reason)."""
+        floor, floor_why = self.gcc_floor(fw, build, toolkit)
+        wheel = fw.files.wheel_for(python, self.request.platform) if fw.files else None
+        key = (build.glibc, wheel.glibc if wheel else None, os.id, toolkit.cuda, floor)
+        hit = self._os.get(key)
+        if hit is None:
+            hit = self._os[key] = self._check_os(build, wheel, fw, os, toolkit, floor, floor_why)
+        return hit
+
+    def _check_os(self, build, wheel, fw, os: OSBase, toolkit: CudaToolkit, floor: int,
+                  floor_why: str):
+        if build.glibc and dotted_key(os.glibc) < dotted_key(build.glibc):
+            return ("glibc", f"{os.id} has glibc {os.glibc}; torch {build.version} wheels "
+                             f"need ≥ {build.glibc}")
+        if wheel is not None and wheel.glibc and dotted_key(os.glibc) < dotted_key(wheel.glibc):
+            return ("glibc", f"{os.id} has glibc {os.glibc}; {wheel.filename} needs "
+                             f"≥ {wheel.glibc}")
+        top = toolkit.max_gcc if toolkit.max_gcc is not None else 999
+        if floor <= os.gcc <= top:
+            return (os.gcc, "os")
+        packaged = [g for g in os.gcc_available if floor <= g <= top]
+        if packaged:
+            return (max(packaged), "os-package")
+        conda = [g for g in self.facts.policy.conda_gcc if floor <= g <= top]
+        if conda:
+            return (max(conda), "conda-forge")
+        low = f"≥ {floor} for {floor_why}" if floor else ""
+        high = f"≤ {toolkit.max_gcc} for nvcc {toolkit.cuda}" if toolkit.max_gcc else ""
+        return ("gcc", f"{os.id} offers gcc {os.gcc} (packages: "
+                       f"{', '.join(map(str, os.gcc_available))}); the op build needs gcc "
+                       f"{' and '.join(x for x in (low, high) if x)}")
