@@ -149,6 +149,8 @@ def format_choice(c: Combination, request: Request) -> str:
         lines.append(f"  NCCL {c.nccl:<17} pinned by the torch wheel")
     if c.min_driver:
         full = f"; {c.release_driver} for full support (PTX JIT)" if c.release_driver else ""
+        if c.nvcc_driver and c.nvcc_driver != c.release_driver:
+            full += f"; {c.nvcc_driver} to JIT the ops' PTX (nvcc {c.nvcc_version})"
         lines.append(f"  driver ≥ {c.min_driver:<13} for the CUDA {c.cuda} runtime{full}")
     lines += [f"  op unavailable: {o}" for o in c.ops_unavailable]
     lines += [f"  note: {n}" for n in c.notes]

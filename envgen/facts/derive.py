@@ -76,9 +76,10 @@ def _finish_build(doc: dict[str, Any], b: TorchBuild, headers) -> TorchBuild:
             changes["pins_from"], changes["pins_source"] = "curated", row["source"]
         elif b.curated:
             changes["pins_from"] = "unknown"
-    archs, source = _archs(doc, b)
+    archs, source = _archs(doc, b) if b.archs is None else (None, None)
     if archs is not None:
         changes["archs"], changes["archs_source"] = archs, source
+        changes["archs_from"] = "curated"
     glibc = _real_glibc(doc, b)
     if glibc is not None:
         changes["glibc"] = glibc

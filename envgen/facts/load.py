@@ -318,9 +318,17 @@ def _torch_builds(rows: list[dict]) -> list[TorchBuild]:
             index=r["index"],
             sources=tuple(_source(s) for s in r["sources"]),
             headers=torch_headers(r["headers"]),
+            **_archs(r["archs"]),
         )
         for r in rows
     ]
+
+
+def _archs(raw: dict | None) -> dict:
+    if raw is None:
+        return {}
+    return {"archs": tuple(raw["sm"]), "archs_ptx": tuple(raw["ptx"]),
+            "archs_source": f"{raw['source']['url']} ({raw['where']})", "archs_from": "harvested"}
 
 
 def _frameworks(rows: list[dict]) -> list[FrameworkRelease]:

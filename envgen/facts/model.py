@@ -49,8 +49,10 @@ class TorchBuild:
     curated: bool = False  # synthesized from curated/torch.toml, not read from an index
     sources: tuple[Source, ...] = ()
     headers: TorchHeaders | None = None  # read from one wheel of the release
-    archs: tuple[str, ...] | None = None  # GPU archs PyTorch compiled it for (curated)
-    archs_source: str | None = None
+    archs: tuple[str, ...] | None = None  # GPU archs (SASS) it was compiled for
+    archs_ptx: tuple[str, ...] = ()  # PTX targets it embeds (a newer GPU can JIT them)
+    archs_source: str | None = None  # the wheel's CUDAConfig.h, or a curated row's citation
+    archs_from: str = "unknown"  # "harvested" / "curated" / "unknown"
     pins_from: str = "harvested"  # "harvested" (wheel metadata), "curated" or "unknown"
     pins_source: str | None = None
 

@@ -14,7 +14,7 @@ def torch_marks(b: TorchBuild) -> dict[str, str]:
     return {
         "build": CURATED if b.curated else HARVESTED,
         "pins": b.pins_from if b.cuda else HARVESTED,
-        "archs": CURATED if b.archs is not None else UNKNOWN,
+        "archs": b.archs_from,
         "headers": HARVESTED if b.headers is not None else UNKNOWN,
     }
 

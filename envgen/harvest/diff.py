@@ -29,7 +29,7 @@ def identity(file: str, record: dict[str, Any]) -> str:
 PROVENANCE = ("retrieved", "verified")  # keys of a source that are not facts
 
 
-NESTED = ("build", "headers")  # facts read from a release's files, with their own source
+NESTED = ("build", "headers", "archs")  # facts read from a release's files, with their own source
 
 
 def sources_of(record: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,6 +13,11 @@ identical across a release's builds: on PyPI's 2.5.1 the cp310 and cp312 x86_64 
 same CRC-32 for every ``torch/include`` member and ``cpp_extension.py``), with that wheel's
 ``source``; ``null`` when no wheel of the release could be read (reported through
 ``fetch.progress``, the harvest goes on).
+
+Each CUDA build record also gets ``archs``: the ``-gencode`` targets that build was compiled
+for (``{"sm": [...], "ptx": [...], "where", "source"}``), read from its own first wheel's
+``ATen/cuda/CUDAConfig.h`` (:mod:`envgen.harvest.torch_archs`); ``null`` for CPU builds and
+when the wheel cannot be read (reported the same way).
 """
 
 from __future__ import annotations
@@ -32,6 +37,7 @@ from envgen.harvest.fetcher import Fetcher
 from envgen.harvest.metadata import applies, requirements, wheel_environment, wheel_metadata
 from envgen.harvest.simple_index import FileLink
 from envgen.harvest.tags import WheelInfo, is_final, parse_wheel
+from envgen.harvest.torch_archs import read_build_archs
 from envgen.harvest.torch_headers import FACT_KEYS, read_header_facts
 from envgen.versions import python_key
 
@@ -150,6 +156,25 @@ def release_headers(fetch: Fetcher, index: str, link: FileLink) -> dict[str, Any
     return headers
 
 
+def build_archs(fetch: Fetcher, index: str, link: FileLink) -> dict[str, Any] | None:
+    """``archs`` of a CUDA build, read from ``link``; None (reported) when unreadable.
+    Offline cache misses and sha256 mismatches stop the refresh, as everywhere."""
+    if fetch.cache.offline or fetch.http is None:
+        archs, verified = read_build_archs(fetch, link)
+    else:
+        try:
+            archs, verified = read_build_archs(fetch, link)
+        except (HarvestError, NetworkError) as exc:
+            if exc.hint == integrity.MISMATCH_HINT:
+                raise
+            fetch.progress(f"warning: GPU archs of {link.url} not read, archs: null "
+                           f"({exc.message})")
+            return None
+    if archs is None:
+        return None
+    return {**archs, "source": fetch.source(link, index, verified)}
+
+
 def harvest_torch(
     fetch: Fetcher, index: str, links: list[FileLink], cfg: dict[str, Any]
 ) -> list[dict[str, Any]]:
@@ -190,7 +215,21 @@ def harvest_torch(
         record["python"].sort(key=python_key)
         record["sources"].sort(key=lambda s: s["url"])
         record["headers"] = copy.deepcopy(headers[record["version"]])  # no shared dicts
+    cuda = [r for r in records if r["cuda"]]
+    archs = fetch.map(
+        f"{cfg['project']} ({index}): GPU arch lists",
+        lambda r: build_archs(fetch, index, _link(links, r["sources"][0]["url"])),
+        cuda,
+    )
+    for record, found in zip(cuda, archs, strict=True):
+        record["archs"] = found
+    for record in records:
+        record.setdefault("archs", None)
     return records
+
+
+def _link(links: list[FileLink], url: str) -> FileLink:
+    return next(link for link in links if link.url == url)
 
 
 def torch_sort_key(record: dict[str, Any]) -> tuple:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from envgen.facts.model import CudaToolkit, TorchBuild
 from envgen.facts.release_model import BuildFacts
-from envgen.resolve.checks import arch_base, cc_of
+from envgen.resolve.checks import arch_base, cc_of, runs_on
 from envgen.resolve.combination import Combination, combination_id
 from envgen.resolve.engine import Feasible
 from envgen.resolve.request import Request
@@ -48,6 +48,13 @@ def release_driver(build: TorchBuild, runtime: CudaToolkit | None) -> tuple[str 
     return runtime.toolkit_driver, f"CUDA {runtime.cuda} GA"
 
 
+def _nvcc_driver(t: CudaToolkit) -> str | None:
+    """The driver of the toolkit release whose nvcc envgen pins (usually an update release,
+    whose driver is newer than the GA one): what running PTX that nvcc emits needs."""
+    release = t.release_of("nvcc", t.nvcc_version)
+    return release.driver if release is not None else None
+
+
 def _gpu_notes(f: Feasible, request: Request) -> list[str]:
     arch, b, fw = request.gpu_arch, f.build, f.framework
     if not arch:
@@ -56,9 +63,10 @@ def _gpu_notes(f: Feasible, request: Request) -> list[str]:
     if b.archs is None:
         notes.append(f"the GPU archs torch {b.pin.split('==')[1]} was compiled for are not in "
                      f"the matrix; {arch} is not checked against them")
-    elif arch_base(arch) not in {arch_base(a) for a in b.archs}:
-        notes.append(f"torch {b.version} has no kernels for {arch} (newest: {b.archs[-1]}); it "
-                     f"runs only by JIT-compiling PTX at start-up, if the build embeds PTX")
+    elif not runs_on(b, arch)[0]:
+        notes.append(f"torch {b.pin.split('==')[1]} has no machine code for {arch}: it runs by "
+                     f"JIT-compiling its PTX ({', '.join(b.archs_ptx)}) at start-up, slowly, "
+                     f"and needs the driver of its CUDA release")
     archs = fw.build.default_archs.get(f.toolkit.cuda) if fw.build and fw.build.read and \
         fw.build.default_archs else None
     if archs is not None and cc_of(arch) not in {cc_of(a) for a in archs}:
@@ -84,7 +92,7 @@ def _driver_notes(f: Feasible, request: Request, full: str | None, what: str) ->
 def _fact_marks(f: Feasible) -> dict[str, str]:
     b, fw = f.build, f.framework
     marks = {"torch_pins": "curated" if b.pins_from == "curated" else b.pins_from,
-             "torch_archs": "curated" if b.archs is not None else "unknown",
+             "torch_archs": b.archs_from,
              "torch_headers": "harvested" if b.headers is not None else "unknown"}
     if fw.build is None or not fw.build.read:
         marks["framework_build"] = "unknown"
@@ -140,6 +148,12 @@ def make_combination(f: Feasible, request: Request) -> Combination:
     runtime = facts.toolkits.get(b.cuda or "")
     full, what = release_driver(b, runtime)
     notes += _driver_notes(f, request, full, what)
+    nvcc_driver = _nvcc_driver(t)
+    if (request.driver and nvcc_driver and nvcc_driver != full
+            and dotted_key(request.driver) < dotted_key(nvcc_driver)):
+        notes.append(f"the ops are compiled by nvcc {t.nvcc_version}, whose toolkit release ships "
+                     f"driver {nvcc_driver}: with driver {request.driver} their PTX cannot be "
+                     f"JIT-compiled, so build them for the GPU's own architecture")
     archs = t.archs
     if b.archs is not None:
         built = {arch_base(a) for a in b.archs}
@@ -172,6 +186,7 @@ def make_combination(f: Feasible, request: Request) -> Combination:
         torch_glibc=b.glibc,
         min_driver=runtime.min_driver if runtime else None,
         release_driver=full,
+        nvcc_driver=_nvcc_driver(t),
         cuda_archs=archs,
         framework_archs=tuple(fw_archs) if fw_archs is not None else None,
         ops_unavailable=ops_unavailable(fw.build, b.version, t.cuda, request.gpu_arch),

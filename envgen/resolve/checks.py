@@ -26,6 +26,17 @@ def arch_base(arch: str) -> str:
     return arch.rstrip("af")
 
 
+def runs_on(build: TorchBuild, arch: str) -> tuple[bool, bool]:
+    """(SASS, PTX): whether the build has machine code a GPU of ``arch`` runs (same major,
+    minor ≤ the GPU's; CUDA's binary compatibility), and PTX it can JIT-compile (a virtual
+    architecture ≤ the GPU's)."""
+    major, minor = cc_of(arch)
+    sass = any(cc_of(a)[0] == major and cc_of(a)[1] <= minor for a in build.archs or ())
+    ptx = any(cc_of("sm_" + p.removeprefix("compute_")) <= (major, minor)
+              for p in build.archs_ptx)
+    return sass, ptx
+
+
 class Checks:
     """The compatibility rules for one request (facts are immutable, so results are cached)."""
 
@@ -201,12 +212,12 @@ class Checks:
         if toolkit.archs and arch not in toolkit.archs:
             return (f"nvcc {toolkit.cuda} cannot target {name}: its ptxas knows "
                     f"{toolkit.archs[0]} … {toolkit.archs[-1]}")
-        if build.archs:
-            have = [cc_of(a) for a in build.archs]
-            want = cc_of(arch)
-            if arch_base(arch) not in {arch_base(a) for a in build.archs} and want < max(have):
-                return (f"torch {build.pin.split('==')[1]} was compiled for "
-                        f"{', '.join(build.archs)}, not {name} (curated: {build.archs_source})")
+        if build.archs is not None:
+            sass, ptx = runs_on(build, arch)
+            if not sass and not ptx:
+                targets = ", ".join((*build.archs, *build.archs_ptx))
+                return (f"torch {build.pin.split('==')[1]} was compiled for {targets}: no "
+                        f"kernel runs on {name} ({build.archs_from}: {build.archs_source})")
         return None
 
     def driver(self, build: TorchBuild, toolkit: CudaToolkit) -> str | None:

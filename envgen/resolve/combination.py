@@ -50,6 +50,7 @@ class Combination:
     torch_glibc: str | None
     min_driver: str | None  # CUDA minor-version-compatibility floor of torch's CUDA
     release_driver: str | None  # the driver of torch's CUDA runtime release (full support)
+    nvcc_driver: str | None  # the driver of the toolkit release whose nvcc builds the ops
     cuda_archs: tuple[str, ...]  # nvcc's archs that the torch build was also compiled for
     framework_archs: tuple[str, ...] | None  # the framework's default arch list for that nvcc
     ops_unavailable: tuple[str, ...]  # "op: why" for ops that cannot build or run here

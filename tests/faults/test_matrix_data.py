@@ -167,7 +167,7 @@ def first_record(rel: str, table: tuple) -> dict:
 HARVESTED = {"harvested/torch.json": "builds", "harvested/frameworks.json": "releases",
              "harvested/cuda.json": "toolkits"}
 NULLABLE = {"harvested/torch.json": {"local", "cuda", "glibc", "requires_python", "cuda_runtime",
-                                     "nccl", "cudnn", "triton", "headers"},
+                                     "nccl", "cudnn", "triton", "headers", "archs"},
             "harvested/frameworks.json": {"requires_python", "requires_torch", "wheel_python",
                                           "wheel_glibc", "build"},
             "harvested/cuda.json": {"max_clang"}}
@@ -182,9 +182,11 @@ def _harvested_cases():
                 valid = (kind == "null" and field in NULLABLE[rel]) or (
                     kind == "int" and field in INTEGER)
                 # an empty object where a source belongs lacks the source's keys
+                torch = rel.endswith("torch.json")
                 says = {("source", "object"): "missing 'url'", ("files", "object"):
                         "missing 'sdist'", ("build", "object"): "missing 'read'",
-                        ("headers", "object"): "missing 'cxx_std'"}.get(
+                        ("headers", "object"): "missing 'cxx_std'",
+                        ("archs", "object"): "missing 'sm'" if torch else "is not"}.get(
                             (field, kind), "is not")
                 yield pytest.param(rel, (key, 0, field), value, valid, says,
                                    id=f"{rel.split('/')[1]}-{field}-{kind}")

@@ -134,6 +134,10 @@ def test_pytorch_index_relative_links(mini_matrix, index_server, fast):
     assert cu[0]["sources"][0]["url"].endswith(
         "/whl/cu121/torch-2.1.0%2Bcu121-cp311-cp311-linux_x86_64.whl"
     )
+    # the pins come from that index's own metadata file (PEP 658, advertised on the page), so
+    # an index build's NCCL / cuDNN / triton / CUDA runtime are harvested, not curated
+    assert (cu[0]["nccl"], cu[0]["cudnn"], cu[0]["triton"], cu[0]["cuda_runtime"]) == (
+        "2.21.5", "9.1.0.70", "3.1.0", "12.4.127")
     # advertised metadata was used: the wheel itself is touched only by Range requests for the
     # C++ facts of torch's headers, never downloaded whole
     hits = [h for p, h in index_server.state.log if p.endswith("linux_x86_64.whl")]

@@ -307,14 +307,14 @@ def test_harvest_reads_one_wheel_per_release_by_range(mini_matrix, index_server,
         "pypi",
     )
     assert set(source) == {"url", "sha256", "uploaded", "retrieved", "index", "verified"}
-    # the other wheels are never touched (their metadata comes from their .metadata files);
-    # the cp312 x86_64 wheel only by Range requests: its tail, then the wanted members
+    # the cp313 wheel is never touched (its metadata comes from its .metadata file); the cp312
+    # x86_64 wheel (headers, and that record's GPU archs) and the aarch64 wheel (its record's
+    # GPU archs) only by Range requests: the tail, then the wanted members
     log = index_server.state.log
-    assert not [
-        p for p, _ in log if p in (f"/files/{AARCH64}", "/files/" + T214.format(py="cp313"))
-    ]
-    hits = [h for p, h in log if p == "/files/" + T214.format(py="cp312")]
-    assert hits and all(h.get("Range", "").startswith("bytes=") for h in hits)
+    assert not [p for p, _ in log if p == "/files/" + T214.format(py="cp313")]
+    for wheel in (T214.format(py="cp312"), AARCH64):
+        hits = [h for p, h in log if p == f"/files/{wheel}"]
+        assert hits and all(h.get("Range", "").startswith("bytes=") for h in hits)
     assert any(line.startswith("torch (pypi): header files:") for line in lines)
     # a release whose wheels carry none of the files: read, but nothing stated
     other = _builds(result, "2.5.1")[0]["headers"]

@@ -170,6 +170,25 @@ def test_venv_flavor_on_cuda_12_is_a_clear_error(make_args, tmp_path):
     assert not (tmp_path / "locks").exists()
 
 
+def test_system_nvcc_lock_holds_no_compiler(make_args, tmp_path):
+    """--nvcc 12.8: a toolkit already on the machine builds the ops; the conda part has gcc,
+    ninja and libaio but no cuda-nvcc, and the manifest says the nvcc is the system's."""
+    proc = run_envgen(*make_args, "--nvcc", "12.8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    assert doc["nvcc"] == "system 12.8" and doc["combination"]["nvcc_from"] == "system"
+    manifest = json.loads((lock_dir(tmp_path) / "envgen.lock.json").read_text())
+    names = {p["name"] for p in manifest["conda"]["packages"]}
+    assert "cuda-nvcc" not in names and {"gxx", "ninja", "libaio"} <= names
+
+
+def test_venv_flavor_on_cuda_12_with_a_system_nvcc(make_args, tmp_path):
+    """CUDA 12 has no pip nvcc, but with the machine's own nvcc the venv flavor locks."""
+    proc = run_envgen(*make_args, "--flavor", "venv", "--nvcc", "12.8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["combination"]["cuda"] == "12.8"
+
+
 def _dead_port() -> int:
     import socket
 

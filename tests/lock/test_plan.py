@@ -227,6 +227,9 @@ def test_parse_pylock_rejects_files_without_hashes():
     (["make", "--ca-cert", "/nonexistent.pem"], 2, "No such file"),
     (["make", "--flavor", "pip"], 2, "unknown flavor 'pip'"),
     (["install", "/nonexistent-lock", "--prefix", "/tmp/x"], 2, "/nonexistent-lock does not exist"),
+    (["make", "--nvcc", "12.4", "--image"], 2, "--nvcc (a toolkit already on the machine) cannot"),
+    (["make", "--nvcc", "twelve"], 2, "--nvcc 'twelve' is not a CUDA toolkit version"),
+    (["make", "--gpu", "V1000"], 2, "unknown GPU 'V1000'"),
 ])
 def test_cli_usage_errors(argv, code, message, capsys, lock_matrix):
     from envgen.cli.main import main

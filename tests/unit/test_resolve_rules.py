@@ -186,11 +186,26 @@ def test_gpu_excludes_ops_below_their_floor(facts):
                gpu="H100").ops_unavailable == ()
 
 
+def test_ptx_lets_a_newer_gpu_run_and_same_major_sass_counts(facts):
+    from envgen.resolve.checks import runs_on
+
+    b = dataclasses.replace(facts.torch_builds[0], archs=("sm_80", "sm_90"),
+                            archs_ptx=("compute_90",))
+    assert runs_on(b, "sm_86") == (True, False)  # sm_80 code runs on 8.6
+    assert runs_on(b, "sm_120") == (False, True)  # only by JIT from compute_90
+    assert runs_on(b, "sm_75") == (False, False)
+    f = with_builds(facts, "2.9.0", archs=("sm_80", "sm_90"), archs_ptx=("compute_90",),
+                    archs_from="harvested", archs_source="https://example.invalid/t.whl")
+    c = top(f, framework="deepspeed", torch="2.9.0", gpu_arch="sm_120")
+    assert any("JIT-compiling its PTX (compute_90)" in n for n in c.notes)
+
+
 def test_torch_build_arch_list_excludes_a_dropped_arch(facts):
     archs = ("sm_75", "sm_80", "sm_86", "sm_90", "sm_100", "sm_120")
     f = with_builds(facts, "2.9.0", archs=archs, archs_source="https://example.invalid/b")
     why = removed(f, framework="deepspeed", torch="2.9.0", gpu="V100")
-    assert "was compiled for sm_75" in why["gpu-arch"] and "not V100 (sm_70)" in why["gpu-arch"]
+    assert "was compiled for sm_75" in why["gpu-arch"]
+    assert "no kernel runs on V100 (sm_70)" in why["gpu-arch"]
     c = top(f, framework="deepspeed", gpu="V100")
     assert c.torch != "2.9.0"
     assert "sm_70" not in top(f, framework="deepspeed", torch="2.9.0").cuda_archs
