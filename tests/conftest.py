@@ -15,6 +15,11 @@ pytest_plugins = ["support.lock_env", "support.harvest_env"]
 
 FIXTURE_MATRIX = Path(__file__).parent / "fixtures" / "matrix"
 
+# Tests load many throw-away matrices: no compiled copies of them in the user's cache (the
+# compiled cache has its own tests, which turn it on in a temporary cache directory). Set here,
+# so subprocesses started by tests inherit it.
+os.environ["ENVGEN_FACTS_CACHE"] = "0"
+
 
 @pytest.fixture
 def fixture_matrix() -> Path:

@@ -19,6 +19,7 @@ from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
 
 from envgen.errors import DataError
+from envgen.facts import compiled
 from envgen.facts.derive import apply_curated_torch, attach_drivers
 from envgen.facts.locate import harvested_dir
 from envgen.facts.model import (
@@ -455,6 +456,13 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
         stamp = None
     if stamp in _CACHE:
         return _CACHE[stamp]
+    cache_key = compiled.key(stamp) if stamp is not None else None
+    if cache_key is not None:
+        hit = compiled.read(cache_key)
+        if isinstance(hit, Facts):
+            _CACHE.clear()
+            _CACHE[stamp] = hit
+            return hit
     problems = _Problems()
     shipped = harvested.resolve() == (matrix_dir / "harvested").resolve()
     docs: dict[str, dict] = {}
@@ -505,4 +513,5 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
     _CACHE.clear()
     if stamp is not None:
         _CACHE[stamp] = facts
+        compiled.write(cache_key, facts)
     return facts

@@ -98,7 +98,8 @@ class BuildFacts:
     cxx_std: tuple[StdRule, ...] = ()
     nvcc_std: tuple[StdRule, ...] = ()
     default_archs: dict[str, tuple[str, ...]] | None = None  # nvcc CUDA → compute capabilities
-    ops: tuple[OpFacts, ...] = ()
+    ops: tuple[OpFacts, ...] = ()  # the ops whose build code states a condition
+    op_names: tuple[str, ...] = ()  # every op the release builds
     requires_torch: str | None = None
     requires_cuda: str | None = None
     unread: tuple[str, ...] = ()

@@ -67,6 +67,7 @@ def build_facts(raw: dict[str, Any] | None) -> BuildFacts | None:
                     optional=o["optional"])
             for o in raw["ops"]
         ),
+        op_names=tuple(raw["op_names"]),
         requires_torch=raw["requires_torch"],
         requires_cuda=raw["requires_cuda"],
         unread=tuple(raw["unread"]),

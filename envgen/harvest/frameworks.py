@@ -150,8 +150,8 @@ BUILD_KEYS: dict[str, Any] = {
     "read": False, "from": None, "source": None, "error": None, "nvcc_check": None,
     "nvcc_mismatch": None, "nvcc_check_skipped_without_gpu": None,
     "cuda_minor_mismatch_ok": None, "skip_cuda_check": None, "cxx_std": [], "nvcc_std": [],
-    "default_archs": None, "ops": [], "requires_torch": None, "requires_cuda": None,
-    "unread": [],
+    "default_archs": None, "ops": [], "op_names": [], "requires_torch": None,
+    "requires_cuda": None, "unread": [],
 }
 OP_KEYS: dict[str, Any] = {
     "builder": None, "min_cc": None, "max_cc": None, "requires_cuda": None,
@@ -166,7 +166,12 @@ def complete_build(build: dict[str, Any] | None) -> dict[str, Any] | None:
     if build is None:
         return None
     out = {**BUILD_KEYS, **build}
-    out["ops"] = [{**OP_KEYS, **op} for op in out["ops"] or []]
+    ops = [{**OP_KEYS, **op} for op in out["ops"] or []]
+    # every op's name; the full record only for ops whose build code states something (a floor,
+    # a requirement, a GPU gate): the rest would repeat empty keys ~900 times in the snapshot
+    out["op_names"] = sorted({op["name"] for op in ops} | set(out["op_names"] or ()))
+    out["ops"] = [op for op in ops if any(op[k] not in (None, [], False) for k in OP_KEYS
+                                          if k != "builder")]
     for rule in (*out["cxx_std"], *out["nvcc_std"]):
         rule.setdefault("torch", "")
         rule.setdefault("cuda", "")

@@ -46,6 +46,7 @@ class Checks:
         self._nvcc: dict[tuple, tuple[CudaToolkit | None, str | None]] = {}
         self._os: dict[tuple, tuple[int, str] | tuple[str, str]] = {}
         self._gcc: dict[tuple, tuple[int, str]] = {}
+        self._wheel: dict[tuple, object] = {}
         self.system = self._system_toolkit()
 
     # -------------------------------------------------------------- framework vs torch / CUDA
@@ -240,7 +241,7 @@ class Checks:
         if files is None:
             return None
         platform = self.request.platform
-        if files.wheel_for(python, platform) is not None or files.sdist:
+        if files.sdist or self.wheel(fw, python) is not None:
             return None
         return (f"{fw.framework} {fw.version} publishes no file for Python {python} on "
                 f"{platform} ({files.describe(platform)})")
@@ -278,18 +279,25 @@ class Checks:
             best, why = row.min_gcc, f"C++{std} ({row.source})"
         return best, why
 
-    def os(self, fw: FrameworkRelease, build: TorchBuild, python: str, os: OSBase,
-           toolkit: CudaToolkit):
-        """(gcc, where it comes from) or (constraint, reason)."""
-        floor, floor_why = self.gcc_floor(fw, build, toolkit)
-        wheel = fw.files.wheel_for(python, self.request.platform) if fw.files else None
-        key = (build.glibc, wheel.glibc if wheel else None, os.id, toolkit.cuda, floor)
+    def wheel(self, fw: FrameworkRelease, python: str):
+        """The framework's wheel pip would install for ``python``, or None (sdist / unknown)."""
+        key = (fw.framework, fw.version, python)
+        if key not in self._wheel:
+            self._wheel[key] = (fw.files.wheel_for(python, self.request.platform)
+                                if fw.files else None)
+        return self._wheel[key]
+
+    def os(self, build: TorchBuild, wheel, os: OSBase, toolkit: CudaToolkit,
+           floor: tuple[int, str]):
+        """(gcc, where it comes from) or (constraint, reason); ``wheel`` from :meth:`wheel`,
+        ``floor`` from :meth:`gcc_floor` (both computed once per Python, not per OS)."""
+        key = (build.glibc, wheel.glibc if wheel else None, os.id, toolkit.cuda, floor[0])
         hit = self._os.get(key)
         if hit is None:
-            hit = self._os[key] = self._check_os(build, wheel, fw, os, toolkit, floor, floor_why)
+            hit = self._os[key] = self._check_os(build, wheel, os, toolkit, *floor)
         return hit
 
-    def _check_os(self, build, wheel, fw, os: OSBase, toolkit: CudaToolkit, floor: int,
+    def _check_os(self, build, wheel, os: OSBase, toolkit: CudaToolkit, floor: int,
                   floor_why: str):
         if build.glibc and dotted_key(os.glibc) < dotted_key(build.glibc):
             return ("glibc", f"{os.id} has glibc {os.glibc}; torch {build.version} wheels "

@@ -172,8 +172,10 @@ def iter_feasible(request: Request, facts: Facts, tally: Tally | None = None,
                     if tally is not None:
                         tally.add(name, n_os, why, g)
                     continue
+                wheel = checks.wheel(fw, py)
+                floor = checks.gcc_floor(fw, build, toolkit)
                 for os in d.oses:
-                    gcc, src = checks.os(fw, build, py, os, toolkit)
+                    gcc, src = checks.os(build, wheel, os, toolkit, floor)
                     if isinstance(gcc, str):
                         if tally is not None:
                             tally.add(gcc, 1, src, g)

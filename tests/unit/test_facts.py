@@ -271,3 +271,37 @@ def test_problems_in_a_refreshed_snapshot_name_its_path(matrix_copy, tmp_path):
         load_facts(matrix_copy, data)
     assert f"{torch} builds[0].platform" in exc.value.message
     assert "is not a platform" in exc.value.message
+
+
+def test_compiled_copy_skips_parsing_until_a_file_changes(matrix_copy, tmp_path, monkeypatch):
+    """A later process reads the compiled copy instead of parsing and validating again; any
+    edit misses it; a corrupt copy is ignored and replaced; only the newest KEEP stay."""
+    from envgen.facts import compiled
+    from envgen.facts import load as load_module
+
+    monkeypatch.setenv("ENVGEN_FACTS_CACHE", "1")
+    monkeypatch.setenv("ENVGEN_CACHE_DIR", str(tmp_path / "cache"))
+    calls: list[str] = []
+    real = load_module.check
+    monkeypatch.setattr(load_module, "check", lambda doc, name: calls.append(name) or real(
+        doc, name))
+    load_module._CACHE.clear()
+    first = load_facts(matrix_copy)
+    assert calls and len(list((tmp_path / "cache" / "facts").glob("*.pickle"))) == 1
+    calls.clear()
+    load_module._CACHE.clear()  # as in a new process
+    assert load_facts(matrix_copy) == first and calls == []  # nothing parsed or checked
+    path = matrix_copy / "curated" / "os.toml"
+    stat = path.stat()
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    load_module._CACHE.clear()
+    load_facts(matrix_copy)
+    assert calls  # the edit missed the copy: read and checked again
+    for copy in (tmp_path / "cache" / "facts").glob("*.pickle"):
+        copy.write_bytes(b"not a pickle")
+    calls.clear()
+    load_module._CACHE.clear()
+    assert load_facts(matrix_copy) == first and calls  # corrupt: ignored, read again
+    for n in range(compiled.KEEP + 3):
+        compiled.write(f"extra{n}", first)
+    assert len(list((tmp_path / "cache" / "facts").glob("*.pickle"))) == compiled.KEEP
