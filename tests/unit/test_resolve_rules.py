@@ -244,3 +244,14 @@ def test_newer_release_is_not_assumed_fixed(facts):
             cuda="12.4", python="3.12")
     assert any("not known to be fixed" in n and "deepspeed<=0.14.0" in n
                and "checked through 0.14.0" in n for n in c.notes)
+
+
+def test_real_glibc_raises_what_a_tag_claims_never_lowers_it(facts):
+    from envgen.facts.derive import apply_curated_torch
+
+    row = {"torch": "<2.7", "platform": "linux-x86_64", "tag_glibc": "2.5", "glibc": "2.17",
+           "source": "https://example.invalid/issue"}
+    old = next(b for b in facts.torch_builds if b.version == "2.5.1" and b.glibc == "2.5")
+    new = next(b for b in facts.torch_builds if b.version == "2.9.0" and b.glibc == "2.28")
+    out = apply_curated_torch({"real_glibc": [row]}, [old, new], problems=None)
+    assert [b.glibc for b in out] == ["2.17", "2.28"]
