@@ -103,9 +103,10 @@ def test_wheel_below_the_limit_is_downloaded_whole_and_checked(whole_matrix, ind
     result = update_matrix(whole_matrix, UpdateOptions(**fast))
     assert _sources(result.texts["torch.json"])[served.filename] == "sha256"
     hits = [h for p, h in index_server.state.log if p == path]
-    # tail, then the whole file: once for the metadata, once more for the headers the release's
-    # C++ facts are read from (real torch wheels are far above the limit and read by Range)
-    assert [h.get("Range") for h in hits] == ["bytes=-65536", None] * 2
+    # tail, then the whole file, checked each time: for the metadata, for the headers the
+    # release's C++ facts are read from, and for the build's GPU arch list (real torch wheels
+    # are far above the limit and read by Range)
+    assert [h.get("Range") for h in hits] == ["bytes=-65536", None] * 3
 
 
 def test_tampered_big_wheel_below_the_limit(whole_matrix, index_server, fast):
