@@ -91,7 +91,7 @@ def _driver_notes(f: Feasible, request: Request, full: str | None, what: str) ->
 
 def _fact_marks(f: Feasible) -> dict[str, str]:
     b, fw = f.build, f.framework
-    marks = {"torch_pins": "curated" if b.pins_from == "curated" else b.pins_from,
+    marks = {"torch_pins": b.pins_from,
              "torch_archs": b.archs_from,
              "torch_headers": "harvested" if b.headers is not None else "unknown"}
     if fw.build is None or not fw.build.read:
