@@ -242,21 +242,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         image = ImageOptions(base=ctx.setting(args, "base-image"), gpu_archs=archs)
     facts = load_facts(ctx.matrix_dir, ctx.data_dir)
     combo = choose(args, ctx, facts)
-    if image is not None and not image.gpu_archs and getattr(args, "gpu", None):
-        from dataclasses import replace as _replace
-
-        from envgen.resolve.request import Request
-        from envgen.resolve.request import validate as check_request
-
-        arch = check_request(Request(gpu=args.gpu), facts).gpu_arch
-        image = _replace(image, gpu_archs=(arch,) if arch else ())
     ctx.progress(f"resolved {combo.id}")
     recipes = None
     if image is not None:
         from dataclasses import replace
 
         from envgen.image import load_recipes
+        from envgen.resolve.request import Request
+        from envgen.resolve.request import validate as check_request
 
+        if not image.gpu_archs and getattr(args, "gpu", None):  # --gpu H100: build for sm_90
+            arch = check_request(Request(gpu=args.gpu), facts).gpu_arch
+            image = replace(image, gpu_archs=(arch,) if arch else ())
         recipes = load_recipes(ctx.matrix_dir)
         options = replace(options, image=image)
     has_sources = (Path(ctx.matrix_dir) / "sources.toml").exists()

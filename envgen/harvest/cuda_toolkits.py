@@ -17,7 +17,6 @@ nvcc wheel's and its companion's.
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -25,10 +24,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from envgen.errors import HarvestError
-from envgen.harvest.cache import file_key
 from envgen.harvest.fetcher import Fetcher
 from envgen.harvest.integrity import weakest
-from envgen.harvest.remote_zip import read_members
 from envgen.harvest.simple_index import FileLink
 from envgen.harvest.tags import WheelInfo, is_final, parse_wheel
 from envgen.harvest.torch_headers import guarded_errors
@@ -44,7 +41,6 @@ _CLANG_ERROR = re.compile(r"--\s*unsupported clang version", re.IGNORECASE)  # n
 _CLANG_ABOVE = re.compile(r"(?<![\w])__clang_major__\s*(>=?)\s*(\d+)")
 # v3: written after the bytes were checked, with "verified"; v4: with "max_clang"
 CACHE_MEMBER = "nvcc-facts-v4.json"
-FACTS = ("max_gcc", "max_clang", "archs", "verified")
 
 
 def max_gcc(host_config: bytes) -> int | None:
@@ -69,35 +65,21 @@ def archs(ptxas: bytes) -> list[str]:
     return [f"sm_{num}{suffix}" for num, suffix in sorted(found)]
 
 
-def wheel_facts(fetch: Fetcher, link: FileLink) -> dict[str, Any]:
-    """``{"max_gcc": int|None, "max_clang": int|None, "archs": [..]|None, "verified": level}`` of
-    one wheel (cached by sha256)."""
-    key = file_key(link.sha256, link.url)
-    cached = fetch.cache.get_json(key, CACHE_MEMBER, FACTS)
-    if cached is not None:
-        return cached
-    if fetch.cache.offline or fetch.http is None:
-        raise fetch.cache.offline_miss(link.url)
-    members, verified = read_members(
-        fetch.http,
-        link.url,
-        lambda n: n.endswith((HOST_CONFIG, PTXAS)),
-        sha256=link.sha256,
-        whole_limit=fetch.whole_limit,
-    )
-    facts: dict[str, Any] = {
-        "max_gcc": None,
-        "max_clang": None,
-        "archs": None,
-        "verified": verified,
-    }
+def _toolkit_facts(members: dict[str, bytes]) -> dict[str, Any]:
+    facts: dict[str, Any] = {"max_gcc": None, "max_clang": None, "archs": None}
     for name, data in members.items():
         if name.endswith(HOST_CONFIG):
             facts["max_gcc"], facts["max_clang"] = max_gcc(data), max_clang(data)
         else:
             facts["archs"] = archs(data) or None
-    fetch.cache.put_blob(key, CACHE_MEMBER, json.dumps(facts).encode())
     return facts
+
+
+def wheel_facts(fetch: Fetcher, link: FileLink) -> dict[str, Any]:
+    """``{"max_gcc": int|None, "max_clang": int|None, "archs": [..]|None, "verified": level}`` of
+    one wheel (cached by sha256)."""
+    return fetch.wheel_facts(link, CACHE_MEMBER, ("max_gcc", "max_clang", "archs"),
+                             lambda n: n.endswith((HOST_CONFIG, PTXAS)), _toolkit_facts)
 
 
 def _linux_wheels(links: list[FileLink], aliases) -> list[tuple[FileLink, WheelInfo]]:

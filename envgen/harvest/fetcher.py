@@ -4,13 +4,15 @@ by Range (``[refresh] max_whole_download_mb`` in sources.toml)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from envgen.harvest.cache import Cache
+from envgen.harvest.cache import Cache, file_key
 from envgen.harvest.http import Http
+from envgen.harvest.remote_zip import read_members
 from envgen.harvest.simple_index import FileLink
 
 T = TypeVar("T")
@@ -46,6 +48,32 @@ class Fetcher:
                 future.cancel()
             raise
         return results
+
+    def wheel_facts(
+        self,
+        link: FileLink,
+        cache_member: str,
+        keys: tuple[str, ...],
+        want: Callable[[str], bool],
+        compute: Callable[[dict[str, bytes]], dict[str, Any]],
+    ) -> dict[str, Any]:
+        """``compute(members)`` plus ``"verified"`` for the wheel at ``link``: the members
+        ``want`` selects, read by Range (or whole below ``whole_limit``, sha256-checked) and the
+        result cached by the wheel's sha256 under ``cache_member`` (an entry lacking one of
+        ``keys`` is a miss). Offline, a cache miss
+        raises :class:`~envgen.errors.NetworkError`; an unreadable wheel raises
+        :class:`~envgen.errors.HarvestError`."""
+        key = file_key(link.sha256, link.url)
+        cached = self.cache.get_json(key, cache_member, (*keys, "verified"))
+        if cached is not None:
+            return cached
+        if self.cache.offline or self.http is None:
+            raise self.cache.offline_miss(link.url)
+        members, verified = read_members(self.http, link.url, want, sha256=link.sha256,
+                                         whole_limit=self.whole_limit)
+        facts = {**compute(members), "verified": verified}
+        self.cache.put_blob(key, cache_member, json.dumps(facts, sort_keys=True).encode())
+        return facts
 
     def source(self, link: FileLink, index: str, verified: str) -> dict[str, Any]:
         """A record's provenance; ``verified``: how the bytes read were checked

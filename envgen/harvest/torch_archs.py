@@ -10,13 +10,10 @@ arch list (PyTorch drops old archs from some CUDA variants) instead of a curated
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
-from envgen.harvest.cache import file_key
 from envgen.harvest.fetcher import Fetcher
-from envgen.harvest.remote_zip import read_members
 from envgen.harvest.simple_index import FileLink
 
 CUDA_CONFIG = "torch/include/ATen/cuda/CUDAConfig.h"
@@ -54,19 +51,10 @@ def _arch_key(name: str) -> tuple[int, str]:
 
 
 def read_build_archs(fetch: Fetcher, link: FileLink) -> tuple[dict[str, Any] | None, str]:
-    """(archs of the wheel at ``link``, how its bytes were checked); cached by sha256.
-    Raises like :func:`envgen.harvest.remote_zip.read_members` (404, corrupt zip) and on an
-    offline cache miss."""
-    key = file_key(link.sha256, link.url)
-    cached = fetch.cache.get_json(key, CACHE_MEMBER, ("archs", "verified"))
-    if cached is not None:
-        return cached["archs"], cached["verified"]
-    if fetch.cache.offline or fetch.http is None:
-        raise fetch.cache.offline_miss(link.url)
-    members, verified = read_members(fetch.http, link.url, lambda n: n == CUDA_CONFIG,
-                                     sha256=link.sha256, whole_limit=fetch.whole_limit)
-    text = members.get(CUDA_CONFIG, b"").decode("utf-8", "replace")
-    archs = archs_from_config(text)
-    fetch.cache.put_blob(key, CACHE_MEMBER,
-                         json.dumps({"archs": archs, "verified": verified}).encode())
-    return archs, verified
+    """(archs of the wheel at ``link``, how its bytes were checked), read and cached by
+    :meth:`Fetcher.wheel_facts`."""
+    facts = fetch.wheel_facts(
+        link, CACHE_MEMBER, ("archs",), lambda n: n == CUDA_CONFIG,
+        lambda members: {"archs": archs_from_config(
+            members.get(CUDA_CONFIG, b"").decode("utf-8", "replace"))})
+    return facts["archs"], facts["verified"]

@@ -42,14 +42,11 @@ holds the ``#error`` (an ``#error`` under ``#else`` says nothing usable). The fa
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from envgen.harvest.cache import file_key
 from envgen.harvest.fetcher import Fetcher
-from envgen.harvest.remote_zip import read_members
 from envgen.harvest.simple_index import FileLink
 
 CXX17_H = "torch/include/c10/util/C++17.h"
@@ -213,24 +210,7 @@ def header_facts(members: dict[str, bytes]) -> dict[str, Any]:
 
 
 def read_header_facts(fetch: Fetcher, link: FileLink) -> dict[str, Any]:
-    """:func:`header_facts` of the wheel at ``link`` plus ``"verified"`` (how its bytes were
-    checked, :mod:`envgen.harvest.integrity`), read by Range (or whole, below the limit) and
-    cached by the wheel's sha256. Offline, a cache miss raises
-    :class:`~envgen.errors.NetworkError`; an unreadable wheel raises
-    :class:`~envgen.errors.HarvestError`."""
-    key = file_key(link.sha256, link.url)
-    cached = fetch.cache.get_json(key, CACHE_MEMBER, (*FACT_KEYS, "verified"))
-    if cached is not None:
-        return cached
-    if fetch.cache.offline or fetch.http is None:
-        raise fetch.cache.offline_miss(link.url)
-    members, verified = read_members(
-        fetch.http,
-        link.url,
-        lambda name: name in MEMBERS,
-        sha256=link.sha256,
-        whole_limit=fetch.whole_limit,
-    )
-    facts = {**header_facts(members), "verified": verified}
-    fetch.cache.put_blob(key, CACHE_MEMBER, json.dumps(facts, sort_keys=True).encode())
-    return facts
+    """:func:`header_facts` of the wheel at ``link`` plus ``"verified"``, read and cached by
+    :meth:`Fetcher.wheel_facts`."""
+    return fetch.wheel_facts(link, CACHE_MEMBER, FACT_KEYS, lambda name: name in MEMBERS,
+                             header_facts)

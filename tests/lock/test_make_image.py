@@ -33,6 +33,17 @@ def test_make_image_writes_and_records_the_dockerfile(make_args):
     assert proc.returncode == 1 and "was modified after envgen wrote it" in proc.stderr
 
 
+def test_make_image_gpu_name_sets_the_arch_list(make_args):
+    """--gpu H100 without --gpu-arch: the image's ops are built for the GPU's sm_90."""
+    proc = run_envgen(*make_args, "--flavor", "venv", "--torch", "2.12.0", "--image",
+                      "--gpu", "H100", "--json")
+    if HOST_PY != "3.11":  # the fixture's debian-12 base has bookworm's Python 3.11
+        assert proc.returncode == 2
+        return
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["image"]["cuda_arch_list"] == "9.0+PTX"
+
+
 def test_base_without_image_is_a_usage_error(make_args):
     proc = run_envgen(*make_args, "--base", "debian:12")
     assert proc.returncode == 2 and "--base only applies with --image" in proc.stderr

@@ -239,7 +239,8 @@ def test_deep_nesting_is_reported_not_raised():
     assert [e.message() for e in check(doc, "harvested-torch")] == ["is nested too deeply"]
 
 
-def test_files_are_validated_once_per_modification(matrix_copy, monkeypatch):
+def _count_checks(monkeypatch) -> list[str]:
+    """The schema names load_facts checks from now on (in-process cache emptied first)."""
     from envgen.facts import load as load_module
 
     calls: list[str] = []
@@ -247,6 +248,12 @@ def test_files_are_validated_once_per_modification(matrix_copy, monkeypatch):
     monkeypatch.setattr(load_module, "check", lambda doc, name: calls.append(name) or real(
         doc, name))
     load_module._CACHE.clear()
+    return calls
+
+
+def test_files_are_validated_once_per_modification(matrix_copy, monkeypatch):
+
+    calls = _count_checks(monkeypatch)
     first = load_facts(matrix_copy)
     assert sorted(calls) == sorted(FILES[r] for r in FILES
                                    if r.startswith(("harvested/", "curated/"))
@@ -281,11 +288,7 @@ def test_compiled_copy_skips_parsing_until_a_file_changes(matrix_copy, tmp_path,
 
     monkeypatch.setenv("ENVGEN_FACTS_CACHE", "1")
     monkeypatch.setenv("ENVGEN_CACHE_DIR", str(tmp_path / "cache"))
-    calls: list[str] = []
-    real = load_module.check
-    monkeypatch.setattr(load_module, "check", lambda doc, name: calls.append(name) or real(
-        doc, name))
-    load_module._CACHE.clear()
+    calls = _count_checks(monkeypatch)
     first = load_facts(matrix_copy)
     assert calls and len(list((tmp_path / "cache" / "facts").glob("*.pickle"))) == 1
     calls.clear()
