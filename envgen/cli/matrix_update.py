@@ -12,14 +12,17 @@ from envgen.errors import UsageError
 
 DESCRIPTION = """\
 Harvest torch builds, framework releases and CUDA toolkits from the package indexes listed in
-matrix/sources.toml, and show how they differ from the harvested facts envgen uses now.
+matrix/sources.toml, and the CUDA toolkit each OS release ships as an OS package from its
+Debian / Ubuntu package index ([[os_packages]]: harvested/os_toolkits.json), and show how they
+differ from the harvested facts envgen uses now.
 Nothing is written unless --write is given; then the new snapshot goes to the data directory
 (--data; in a checkout its matrix/, else ~/.local/share/envgen — never the installed package),
 atomically: an interrupted run leaves the old snapshot intact.
 
 Before anything replaces the facts, the refresh is checked: a page that is not an index page
 (a proxy login page, a captive portal, a page of the wrong shape), a project page with no
-files, bytes that do not match the index's sha256, or a refresh that would remove more than
+files, bytes that do not match the index's sha256 (for an OS package index: the SHA256 its
+Release file lists), or a refresh that would remove more than
 [refresh] max_removed_share of the known records (a truncated page, a partial mirror) is
 refused with exit 4, the URL and the reason, and the diff on stderr."""
 
@@ -33,6 +36,7 @@ examples:
   envgen matrix update --offline               # only what the cache already holds
   envgen --json matrix update                  # the diff as JSON
   envgen matrix update --write --allow-removals   # a deliberate prune (shows what goes)
+  envgen matrix update --only os-toolkits --write  # only harvested/os_toolkits.json
 
 environment: ENVGEN_CACHE_DIR (cache location), ENVGEN_CA_CERT / REQUESTS_CA_BUNDLE (CA
 bundle), ENVGEN_DATA (where --write writes).
@@ -92,6 +96,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "without it, removing more than [refresh] max_removed_share of a file's records "
         "(sources.toml), or all of them, is refused with exit code 4",
     )
+    parser.add_argument(
+        "--only",
+        choices=("indexes", "os-toolkits"),
+        help="refresh only these files and carry the others over unchanged: 'os-toolkits' "
+        "reads only the OS package indexes ([[os_packages]] in sources.toml → "
+        "harvested/os_toolkits.json); 'indexes' only the [[index]] ones (torch.json, "
+        "frameworks.json, cuda.json)",
+    )
     parser.add_argument("--backoff", type=float, default=0.5, help=argparse.SUPPRESS)
     parser.add_argument(
         "--ca-cert",
@@ -131,6 +143,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                              hint="--jobs >= 1, --retries >= 0, --timeout > 0", source=flag)
     for item in args.index:
         validate.text(item, "--index", "--index")
+    if args.only == "os-toolkits" and (args.index or args.all_indexes):
+        raise UsageError("--only os-toolkits reads no [[index]]; --index / --all-indexes "
+                         "would be ignored", hint="drop --index / --all-indexes, or --only",
+                         source="--only")
     ca_cert = one_ca_cert(ctx, args)
     cache = cache_dir(ctx, args)
     data_dir = ctx.data_dir or ctx.matrix_dir
@@ -148,15 +164,19 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         backoff=args.backoff,
         ca_cert=str(ca_cert) if ca_cert else None,
         allow_removals=args.allow_removals,
+        only=args.only,
     )
     result = update_matrix(ctx.matrix_dir, options, progress=ctx.progress, data_dir=data_dir)
     for item in result.unread_builds:  # never fatal, never silent (--quiet included)
         print(f"warning: {item['release']}: could not read its build files ({item['error']}); "
               f"kept: {item['kept']}", file=ctx.err)
+    for item in result.unread_os:
+        print(f"warning: {item['os']}: could not read its CUDA toolkit package ({item['reason']}); "
+              f"kept: {item['kept']}", file=ctx.err)
     if ctx.json:
         payload = {**result.diff, "written": result.written, "indexes": result.indexes,
                    "target": str(result.target), "files_to_rewrite": result.stale,
-                   "unread_builds": result.unread_builds}
+                   "unread_builds": result.unread_builds, "unread_os": result.unread_os}
         print(json.dumps(payload, indent=2, sort_keys=True), file=ctx.out)
         return 0
     print(render_text(result.diff), file=ctx.out)

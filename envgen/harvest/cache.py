@@ -95,3 +95,23 @@ class Cache:
 def file_key(sha256: str | None, url: str) -> str:
     """Cache key of a file: its sha256 when the index states one, else a hash of its URL."""
     return sha256 or "url-" + hashlib.sha256(url.encode()).hexdigest()
+
+
+def revalidation_headers(cached: tuple[bytes, dict] | None) -> dict[str, str]:
+    """Conditional-request headers for a cached page (its ETag / Last-Modified)."""
+    headers: dict[str, str] = {}
+    if cached:
+        if cached[1].get("etag"):
+            headers["If-None-Match"] = cached[1]["etag"]
+        if cached[1].get("last_modified"):
+            headers["If-Modified-Since"] = cached[1]["last_modified"]
+    return headers
+
+
+def page_meta(response, url: str) -> dict[str, str]:
+    """What the cache keeps beside a page's body: its type, final URL and validators."""
+    meta = {"content_type": response.headers.get("Content-Type", ""), "url": response.url or url}
+    for key, header in (("etag", "ETag"), ("last_modified", "Last-Modified")):
+        if response.headers.get(header):
+            meta[key] = response.headers[header]
+    return meta

@@ -31,7 +31,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion
 
 from envgen.errors import HarvestError
-from envgen.harvest.cache import Cache
+from envgen.harvest.cache import Cache, page_meta, revalidation_headers
 from envgen.harvest.http import Http
 
 ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -319,12 +319,7 @@ def fetch_project(
             raise cache.offline_miss(url)
         body, meta = cached
     else:
-        headers = {"Accept": ACCEPT}
-        if cached:
-            if cached[1].get("etag"):
-                headers["If-None-Match"] = cached[1]["etag"]
-            if cached[1].get("last_modified"):
-                headers["If-Modified-Since"] = cached[1]["last_modified"]
+        headers = {"Accept": ACCEPT, **revalidation_headers(cached)}
         response = http.get(url, headers=headers)
         if response is None:
             return None
@@ -332,13 +327,7 @@ def fetch_project(
             body, meta = cached
         else:
             body = response.content
-            meta = {
-                "content_type": response.headers.get("Content-Type", ""),
-                "url": response.url or url,
-            }
-            for key, header in (("etag", "ETag"), ("last_modified", "Last-Modified")):
-                if response.headers.get(header):
-                    meta[key] = response.headers[header]
+            meta = page_meta(response, url)
             store = (body, meta)
     links = parse_page(body, meta.get("content_type", ""), project, url, meta.get("url") or url)
     if store is not None:  # only a page that passed the checks is cached

@@ -20,7 +20,7 @@ strays of processes that no longer run and says which. Where RENAME_EXCHANGE is 
 ``.harvested.old`` then the new directory into place; a kill between those two renames leaves
 no ``harvested/`` for an instant, and :func:`recover` restores ``.harvested.old`` (complete,
 marked by its ``.complete`` file) first. A reader that must see one consistent snapshot opens
-the directory once and reads files relative to that handle (or simply reads all three files
+the directory once and reads files relative to that handle (or simply reads all its files
 after :func:`recover`).
 """
 

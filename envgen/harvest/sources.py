@@ -38,6 +38,8 @@ class Sources:
     torch: dict[str, Any] = field(default_factory=dict)
     frameworks: tuple[dict[str, Any], ...] = ()
     cuda_toolkits: tuple[dict[str, Any], ...] = ()
+    # [[os_packages]]: OS releases whose CUDA toolkit package is harvested (os_packages.py)
+    os_packages: tuple[dict[str, Any], ...] = ()
     refresh: dict[str, Any] = field(default_factory=dict)  # raw [refresh]; see refresh_policy
     path: Path | None = None  # the sources.toml read
 
@@ -111,6 +113,18 @@ def _version_problems(doc: dict) -> list[tuple[str, str]]:
     return out
 
 
+DEV_PACKAGE = "nvidia-cuda-dev"  # [[os_packages]] dev_package when not given
+
+
+def _os_package_problems(doc: dict) -> list[tuple[str, str]]:
+    """Each OS id at most once in [[os_packages]] (one toolkit record per OS)."""
+    rows = doc.get("os_packages")
+    ids = [r.get("os") for r in (rows if isinstance(rows, list) else ())
+           if isinstance(r, dict) and isinstance(r.get("os"), str)]
+    return [("os_packages", f"duplicate os {name!r}: one [[os_packages]] table per OS")
+            for name in sorted({n for n in ids if ids.count(n) > 1})]
+
+
 SOURCES_HINT = ("fix matrix/sources.toml (its header comment and matrix/README.md document every "
                 "key; the schema is envgen/schemas/sources.schema.json)")
 
@@ -129,6 +143,7 @@ def load_sources(matrix_dir: Path) -> Sources:
     for name in sorted({n for n in names if names.count(n) > 1}):
         problems.append(("index", f"duplicate index name {name!r}: give every [[index]] its "
                          "own name"))
+    problems += _os_package_problems(doc)
     _raise(path, problems, SOURCES_HINT)
     indexes = tuple(
         Index(i["name"], i["url"], tuple(i.get("projects", ())), i.get("default", False))
@@ -139,6 +154,8 @@ def load_sources(matrix_dir: Path) -> Sources:
         torch=dict(doc.get("torch", {})),
         frameworks=tuple(doc.get("frameworks", ())),
         cuda_toolkits=tuple(doc.get("cuda_toolkits", ())),
+        os_packages=tuple({"dev_package": DEV_PACKAGE, **row}
+                          for row in doc.get("os_packages", ())),
         refresh=dict(doc.get("refresh", {})),
         path=path,
     )

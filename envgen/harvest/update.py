@@ -13,6 +13,11 @@ mirror, a login page that slipped through): a refresh that would remove more tha
 ``[refresh] max_removed_share`` of a file's records from the harvested indexes, every one of
 them, or leave a file that had records with none, is refused (:class:`RemovalsRefused`, exit
 4, the diff attached) unless ``allow_removals`` is set for a deliberate prune.
+
+``os_toolkits.json`` (the CUDA toolkit each OS ships as a package) comes from the Debian /
+Ubuntu package indexes of ``[[os_packages]]`` (:mod:`envgen.harvest.os_packages`) and is written
+with the others; ``only`` refreshes just it (``"os-toolkits"``) or just the others
+(``"indexes"``), carrying the rest over unchanged.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from packaging.utils import canonicalize_name
 import envgen
 from envgen.errors import HarvestError
 from envgen.facts.locate import harvested_dir
-from envgen.harvest import snapshot
+from envgen.harvest import os_packages, snapshot
 from envgen.harvest.cache import Cache
 from envgen.harvest.cuda_toolkits import harvest_toolkits
 from envgen.harvest.diff import comparable, diff_snapshots, identity, render_text, sources_of
@@ -50,6 +55,7 @@ from envgen.harvest.sources import (
 from envgen.harvest.torch_builds import harvest_torch, torch_sort_key
 
 COMMAND = "envgen matrix update --write"
+ONLY = ("indexes", "os-toolkits")  # --only: the [[index]] files, or os_toolkits.json
 
 
 @dataclass
@@ -66,6 +72,7 @@ class UpdateOptions:
     ca_cert: str | None = None
     today: str | None = None  # ISO date; default: today (UTC)
     allow_removals: bool = False  # a deliberate prune: skip the removal guard
+    only: str | None = None  # one of ONLY: refresh only those files, carry the others over
 
 
 @dataclass
@@ -77,6 +84,7 @@ class UpdateResult:
     target: Path | None = None  # the harvested/ folder written (or that --write would write)
     stale: int = 0  # files whose text would change (facts, or provenance only)
     unread_builds: list[dict[str, str]] = field(default_factory=list)  # release, error, kept
+    unread_os: list[dict[str, str]] = field(default_factory=list)  # os, reason, kept
 
     @property
     def changes(self) -> int:
@@ -266,6 +274,31 @@ def _check_removals(
     )
 
 
+def _os_toolkits(
+    found: tuple[list, list] | None,
+    old: dict[str, Any],
+    sources: Sources,
+    current: Path,
+    today: str,
+    diff: dict[str, Any],
+    texts: dict[str, str],
+) -> os_packages.Refresh | None:
+    """Add os_toolkits.json to the new snapshot (``texts``) and its changes to ``diff``; when
+    this run read no OS package index, the current file travels along unchanged."""
+    path = current / os_packages.FILE
+    old_text = path.read_text(encoding="utf-8") if path.exists() else None
+    if found is None:
+        if old_text is not None:
+            texts[os_packages.FILE] = old_text
+        return None
+    generated = {"command": COMMAND, "date": today, "envgen": envgen.__version__}
+    refresh = os_packages.finish(*found, old, sources.os_packages, old_text, generated)
+    texts[os_packages.FILE] = refresh.text
+    diff["files"][os_packages.FILE] = refresh.diff
+    diff["changes"] += refresh.changes
+    return refresh
+
+
 def update_matrix(
     matrix_dir: str | Path,
     options: UpdateOptions | None = None,
@@ -283,9 +316,12 @@ def update_matrix(
     sources = load_sources(matrix_dir)
     policy = refresh_policy(sources)
     aliases = load_manylinux_aliases(matrix_dir)
-    indexes = select_indexes(sources, options.indexes, options.all_indexes)
+    indexes = ([] if options.only == "os-toolkits"
+               else select_indexes(sources, options.indexes, options.all_indexes))
+    read_os = options.only != "indexes" and bool(sources.os_packages)
     current = harvested_dir(matrix_dir, data_dir)
     old = snapshot.load(current.parent)
+    old_os = os_packages.load(current)  # a broken os_toolkits.json fails before any download
     today = options.today or dt.datetime.now(dt.timezone.utc).date().isoformat()
     cache = Cache(options.cache_dir, offline=options.offline)
     http = (
@@ -306,6 +342,7 @@ def update_matrix(
         fetch = Fetcher(http, cache, pool, report, aliases, today, policy.whole_limit)
         old_cudas = [r["cuda"] for r in old["cuda.json"]["toolkits"]]
         new_records = harvest(fetch, sources, indexes, old_cudas)
+        os_found = os_packages.harvest_os_toolkits(fetch, sources.os_packages) if read_os else None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         if http is not None:
@@ -325,9 +362,18 @@ def update_matrix(
         new_docs[file] = {"schema": snapshot.SCHEMA, "generated": generated, key: records}
         texts[file] = snapshot.dumps(new_docs[file])
     diff = diff_snapshots(old, new_docs)
+    os_refresh = _os_toolkits(os_found, old_os, sources, current, today, diff, texts)
     target = data_dir / "harvested"
     if not options.allow_removals:
         _check_removals(old, new_docs, diff, indexes, policy, str(sources.path), target)
+        problems = os_refresh.removal_problems(policy.max_removed_share) if os_refresh else []
+        if problems:
+            raise RemovalsRefused(
+                f"refusing this refresh of the OS package indexes: it would "
+                f"{'; and '.join(problems)}; {target} is unchanged",
+                hint="an OS leaves os_toolkits.json only when it leaves [[os_packages]] in "
+                "sources.toml; if that is deliberate, re-run with --allow-removals",
+                source=f"{sources.path}:refresh.max_removed_share", diff=diff)
     written = False
     stale = [  # changed facts, or only provenance (``verified``) the old records lacked
         f
@@ -340,4 +386,5 @@ def update_matrix(
             report(f"removed {path}, left over by an interrupted earlier write")
         written = True
     return UpdateResult(diff=diff, texts=texts, written=written, indexes=sorted(harvested),
-                        target=target, stale=len(stale), unread_builds=unread_builds)
+                        target=target, stale=len(stale), unread_builds=unread_builds,
+                        unread_os=os_refresh.unread if os_refresh else [])
