@@ -28,6 +28,7 @@ EPILOG = """\
 examples:
   envgen make --framework deepspeed --cuda 12.1
   envgen make --framework deepspeed --cuda 13.2 --flavor venv --out locks
+  envgen make --framework deepspeed --flavor os-package --os debian-13 --image
   envgen make --framework colossalai --python 3.11 --channel https://mirror.example/conda-forge
   envgen make --framework megatron-core --index-url https://pypi.mirror.example/simple \\
       --torch-index-url https://torch.mirror.example/whl/cu124 --ca-cert /etc/ssl/corp.pem
@@ -294,6 +295,11 @@ def summary(result, c: Combination, target: Path, elapsed: float, max_gcc: int |
     if c.nvcc_from == "system":
         tool = (f"the system nvcc {c.nvcc} (--nvcc; set CUDA_HOME to it) for torch's CUDA "
                 f"{c.cuda}; gcc {plan.gcc}")
+    elif c.nvcc_from == "os-package":
+        t = plan.os_toolkit or {}
+        tool = (f"{c.os}'s {t.get('package')} {t.get('version')} (nvcc {c.nvcc}) for torch's "
+                f"CUDA {c.cuda}, CUDA_HOME={plan.env.get('CUDA_HOME')}; from the OS: "
+                f"{' '.join(plan.os_packages)}")
     elif plan.flavor == "conda":
         tool = (f"conda: cuda-nvcc {result.nvcc} = torch's CUDA {c.cuda}; gcc {plan.gcc} "
                 f"(nvcc {c.cuda} accepts ≤ {max_gcc or '?'}); libaio, ninja")

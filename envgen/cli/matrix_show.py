@@ -66,7 +66,8 @@ def _filtered(facts: Facts, args: argparse.Namespace) -> dict[str, list]:
     rules = {"constraints": list(facts.constraints), "breakages": list(facts.breakages),
              "compilers": list(facts.compilers)}
     return {"torch_builds": builds, "frameworks": releases, "cuda_toolkits": toolkits,
-            "os": list(facts.oses.values()), "gpus": gpus, "rules": rules}
+            "os": list(facts.oses.values()), "gpus": gpus, "rules": rules,
+            "os_toolkits": [facts.os_toolkits[k] for k in sorted(facts.os_toolkits)]}
 
 
 _MARKS = {"torch_builds": torch_marks, "frameworks": framework_marks,
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     kind = args.kind or ("all" if ctx.json else "summary")
     if ctx.json:
         keys = {"torch": ["torch_builds"], "frameworks": ["frameworks"],
-                "build": ["frameworks"], "cuda": ["cuda_toolkits"], "os": ["os"],
+                "build": ["frameworks"], "cuda": ["cuda_toolkits"], "os": ["os", "os_toolkits"],
                 "gpus": ["gpus"], "rules": ["rules"]}.get(kind, list(data))
         out = {k: _jsonable(k, data[k]) for k in keys}
         if kind in ("all", "summary"):
@@ -152,9 +153,14 @@ def _render(kind: str, data: dict[str, list], facts: Facts) -> str:
                   ((c.std, c.min_gcc, c.min_clang, c.source) for c in rules["compilers"])),
         ])
     if kind == "os":
-        return table(("os", "glibc", "gcc", "gcc available", "archs", "eol"),
+        ostk = {t.os: t for t in data["os_toolkits"]}
+        return table(("os", "glibc", "gcc", "gcc available", "archs", "eol",
+                      "CUDA toolkit package (--flavor os-package)"),
                      ((o.id, o.glibc, o.gcc, " ".join(map(str, o.gcc_available)),
-                       " ".join(o.archs), o.eol) for o in data["os"]))
+                       " ".join(o.archs), o.eol,
+                       f"{ostk[o.id].package} {ostk[o.id].version} (CUDA {ostk[o.id].cuda}, "
+                       f"g++-{ostk[o.id].gcc}, {'/'.join(ostk[o.id].components)})"
+                       if o.id in ostk else "-") for o in data["os"]))
     counts = {}
     for r in facts.frameworks:
         counts[r.framework] = counts.get(r.framework, 0) + 1
@@ -167,6 +173,10 @@ def _render(kind: str, data: dict[str, list], facts: Facts) -> str:
         f"{_span(b.version for b in facts.torch_builds)}",
         "  frameworks       " + ", ".join(f"{k} {v} releases" for k, v in counts.items()),
         f"  CUDA toolkits    {len(facts.toolkits)} ({_span(facts.toolkits, dotted_key)})",
+        f"  OS CUDA packages {len(facts.os_toolkits)} ("
+        + (", ".join(f"{t.os} {t.cuda}" for t in sorted(facts.os_toolkits.values(),
+                                                       key=lambda t: t.os)) or "none")
+        + "; --flavor os-package)",
         f"  OS bases         {len(facts.oses)} ({', '.join(facts.oses)})",
         f"  curated rules    {len(facts.constraints)} framework constraints, "
         f"{len(facts.breakages)} known breakages, {len(facts.compilers)} C++ standards, "

@@ -57,7 +57,9 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
                    "e.g. 535.104.05")
     g.add_argument("--platform", metavar="PLAT", help="linux-x86_64 (default) or linux-aarch64")
     g.add_argument("--flavor", metavar="KIND", help="only combinations whose toolchain this lock "
-                   "flavor can provide: conda (default for make) or venv (pip only; CUDA 13+)")
+                   "flavor can provide: conda (default for make), venv (pip only; CUDA 13+) "
+                   "or os-package (the CUDA toolkit the OS ships: needs --os, e.g. --os "
+                   "debian-13)")
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -133,13 +135,14 @@ def format_choice(c: Combination, request: Request) -> str:
     nvcc = (f"nvcc {c.nvcc_version} ({c.nvcc_package})" if c.nvcc_version else f"nvcc {c.nvcc}")
     gcc = {"os": f"the OS default, within nvcc {c.nvcc}'s limit",
            "os-package": f"packaged by {c.os}; its default is newer than nvcc {c.nvcc} accepts",
-           "conda-forge": f"from conda-forge; {c.os}'s gcc is newer than nvcc {c.nvcc} accepts"}
+           "conda-forge": f"from conda-forge; {c.os}'s gcc is newer than nvcc {c.nvcc} accepts",
+           "os-toolkit": f"the g++ {c.os}'s CUDA toolkit package is set up with"}
     lines = [
         f"Best match for {asked}:",
         f"  {c.framework} {c.framework_version}  newest release whose requirements fit",
         f"  {c.torch_pin:<22} from {c.torch_index}; newest torch with a CUDA {c.cuda} build",
         f"  CUDA {c.cuda:<17} op builds use {nvcc}"
-        + (" (system)" if c.nvcc_from == "system" else "")
+        + {"system": " (system)", "os-package": f" ({c.os}'s package)"}.get(c.nvcc_from, "")
         + (" — matches torch exactly" if c.nvcc == c.cuda else f" — accepted for {c.cuda}"),
         f"  Python {c.python:<15} policy: mainstream versions first",
         f"  {c.os:<22} glibc {c.glibc} ≥ {c.torch_glibc or '?'} (torch wheel); gcc {c.gcc}: "

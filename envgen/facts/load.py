@@ -34,6 +34,7 @@ from envgen.facts.model import (
     Toolchain,
     TorchBuild,
 )
+from envgen.facts.os_toolkit import read_os_toolkits
 from envgen.facts.release_read import (
     breakages,
     build_facts,
@@ -51,7 +52,9 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 REGENERATE = "envgen matrix update --write"
-HARVESTED = {"torch.json": "builds", "frameworks.json": "releases", "cuda.json": "toolkits"}
+HARVESTED = {"torch.json": "builds", "frameworks.json": "releases", "cuda.json": "toolkits",
+             "os_toolkits.json": "toolkits"}
+OPTIONAL_HARVESTED = ("os_toolkits.json",)  # a matrix without it offers no os-package flavor
 CURATED = ("os", "cuda", "torch", "frameworks", "policy", "toolchain", "gpus", "compilers")
 OPTIONAL = ("toolchain",)  # curated files a matrix may leave out
 # keys whose value names a record in messages: "os[2] (debian-12)"
@@ -436,6 +439,9 @@ def _toolchain(doc: dict | None) -> Toolchain | None:
         venv_cuda=_cuda_rules(venv.get("cuda", [])),
         venv_os_packages={k: tuple(v) for k, v in venv.get("os_packages", {}).items()},
         build_requires={k: tuple(v["requirements"]) for k, v in doc.get("build", {}).items()},
+        os_package_os_packages={k: tuple(v) for k, v in
+                                doc.get("os-package", {}).get("os_packages", {}).items()},
+        os_package_home=dict(doc.get("os-package", {}).get("cuda_home", {})),
     )
 
 
@@ -469,10 +475,12 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
 
     for name, key in HARVESTED.items():
         label = f"harvested/{name}" if shipped else str(harvested / name)
+        if name in OPTIONAL_HARVESTED and not (harvested / name).exists():
+            continue
         doc = _read_json(harvested / name, label, key, problems)
         if doc is not None:
             docs[name] = doc
-            errors = check(doc, f"harvested-{name.removesuffix('.json')}")
+            errors = check(doc, "harvested-" + name.removesuffix(".json").replace("_", "-"))
             problems.schema(label, errors, doc)
             _semantics(label, doc, errors, problems)
     curated = matrix_dir / "curated"
@@ -504,6 +512,8 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
             gpus=gpus(docs["gpus.toml"]),
             compilers=compilers(docs["compilers.toml"]),
             breakages=breakages(docs["frameworks.toml"]),
+            os_toolkits=(read_os_toolkits(docs["os_toolkits.json"])
+                         if "os_toolkits.json" in docs else {}),
         )
     except (KeyError, TypeError, ValueError, AttributeError, InvalidVersion,
             InvalidSpecifier) as exc:  # pragma: no cover - the schemas rule these out

@@ -6,7 +6,7 @@ Field meanings are documented in matrix/README.md; this module only gives them t
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envgen.facts.release_model import (
     Breakage,
@@ -18,6 +18,9 @@ from envgen.facts.release_model import (
     TorchHeaders,
 )
 from envgen.versions import spec_contains
+
+if TYPE_CHECKING:
+    from envgen.facts.os_toolkit import OsToolkit
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,17 +168,23 @@ class Toolchain:
     venv_os_packages: dict[str, tuple[str, ...]]
     # framework → Python packages its ops build needs, locked so builds skip build isolation
     build_requires: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # os-package flavor: OS family → packages besides the toolkit's own, and its CUDA_HOME
+    os_package_os_packages: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    os_package_home: dict[str, str] = field(default_factory=dict)
 
-    FLAVORS = ("conda", "venv")
+    FLAVORS = ("conda", "venv", "os-package")
+    # the flavors whose CUDA compiler comes with the OS, not per torch CUDA from a rule
+    OS_FLAVORS = ("os-package",)
 
     def rule(self, flavor: str, cuda: str) -> CudaRule | None:
-        """The rule that supplies CUDA ``cuda`` for ``flavor``, or None if it cannot."""
-        rules = self.conda_cuda if flavor == "conda" else self.venv_cuda
+        """The rule that supplies CUDA ``cuda`` for ``flavor``, or None if it cannot (the
+        os-package flavor has no rules: the OS's one toolkit is checked by the resolver)."""
+        rules = {"conda": self.conda_cuda, "venv": self.venv_cuda}.get(flavor, ())
         return next((r for r in rules if spec_contains(r.cuda, cuda)), None)
 
     def why_not(self, flavor: str, cuda: str) -> str | None:
         """None when ``flavor`` can provide CUDA ``cuda``; otherwise the reason."""
-        if self.rule(flavor, cuda) is not None:
+        if flavor in self.OS_FLAVORS or self.rule(flavor, cuda) is not None:
             return None
         rules = self.conda_cuda if flavor == "conda" else self.venv_cuda
         ranges = ", ".join(r.cuda for r in rules) or "none"
@@ -198,6 +207,7 @@ class Facts:
     gpus: dict[str, Gpu] = field(default_factory=dict)  # lower-case name or alias → GPU
     compilers: tuple[CxxStd, ...] = ()
     breakages: tuple[Breakage, ...] = ()
+    os_toolkits: dict[str, OsToolkit] = field(default_factory=dict)  # OS id → its toolkit
 
     def cxx_std(self, std: str) -> CxxStd | None:
         return next((c for c in self.compilers if c.std == std), None)

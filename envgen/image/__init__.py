@@ -20,6 +20,9 @@ def render_for_lock(solved, facts, recipes: Recipes, lock_hash: str
         combination=combo, os_family=facts.oses[combo.os].family, flavor=plan.flavor,
         gcc=plan.gcc, pip=solved.pip, pip_options=tuple(pip_options(plan)),
         conda=solved.conda, lock_hash=lock_hash, nvcc=solved.nvcc,
-        regenerate=regenerate_command(plan, solved.options))
+        regenerate=regenerate_command(plan, solved.options),
+        os_toolkit=plan.os_toolkit,
+        os_packages=plan.os_packages if plan.flavor == "os-package" else (),
+        cuda_home=plan.env.get("CUDA_HOME") if plan.flavor == "os-package" else None)
     return render_image(inp, recipes, solved.options.image,
                         supported_archs=tuple(toolkit.archs) if toolkit else ())

@@ -105,6 +105,8 @@ class Recipes:
     venv_toolkits: tuple[VenvToolkit, ...]
     ops: dict[str, Ops]
     portable: dict[str, dict[str, str]]  # arch → {host-specific flag: portable flag}
+    # os-package flavor: family → the command writing the apt sources entry of the toolkit
+    os_package_sources: dict[str, str] = field(default_factory=dict)
 
     def venv_toolkit(self, cuda: str) -> VenvToolkit | None:
         return next((t for t in self.venv_toolkits if spec_contains(t.cuda, cuda)), None)
@@ -173,7 +175,9 @@ def _build(doc: dict) -> Recipes:
                 for arch, flags in doc.get("portable", {}).items()}
     return Recipes(naming=naming, default_archs=tuple(doc["gpu"]["default_archs"]), bases=bases,
                    families=families, conda=conda, venv_toolkits=toolkits, ops=ops,
-                   portable=portable)
+                   portable=portable,
+                   os_package_sources={family: o["sources"]
+                                       for family, o in doc.get("os_package", {}).items()})
 
 
 def load_recipes(matrix_dir: str | Path) -> Recipes:

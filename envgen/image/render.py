@@ -100,6 +100,11 @@ class ImageInput:
     lock_hash: str
     nvcc: str | None
     regenerate: str
+    # os-package flavor: the OS toolkit (harvested record fields: package, version, cuda,
+    # suite, components, index), the OS packages the lock names and its CUDA_HOME
+    os_toolkit: dict[str, str] | None = None
+    os_packages: tuple[str, ...] = ()
+    cuda_home: str | None = None
 
 
 def _base(inp: ImageInput, recipes: Recipes, options: ImageOptions) -> tuple[str, Base | None]:
@@ -190,6 +195,31 @@ def dockerfile_string(value: str) -> str:
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("$", "\\$") + '"'
 
 
+def _apt_sources(inp: ImageInput, recipes: Recipes) -> str:
+    """os-package flavor: the command enabling the toolkit's component, then ``&&``."""
+    if inp.flavor != "os-package":
+        return ""
+    t = inp.os_toolkit or {}
+    template = recipes.os_package_sources.get(inp.os_family)
+    if template is None or not t:
+        raise DataError(f"curated/images.toml has no [os_package.{inp.os_family}] sources "
+                        f"command for the {inp.os_family} family",
+                        hint="add one that writes the apt sources entry of the toolkit")
+    values = {k: shlex.quote(t[k]) for k in ("index", "suite")}
+    values["components_quoted"] = shlex.quote(t["components"])
+    return template.format(**values) + " \\\n && "
+
+
+def _nvcc_guard(inp: ImageInput) -> str:
+    """os-package flavor: the OS's nvcc must be the release the lock was made for (a newer
+    point release of the OS could bring another toolkit)."""
+    t = inp.os_toolkit or {}
+    want = t.get("cuda", inp.combination.nvcc)
+    return (f"nvcc --version | grep -F 'release {want},' || {{ echo \"envgen: the OS's nvcc is "
+            f"not CUDA {want} ({t.get('package', 'nvidia-cuda-toolkit')} "
+            f"{t.get('version', '')} was locked); re-run envgen make\" >&2; exit 1; }}")
+
+
 SINGLE_LINE = ("ID", "REGENERATE", "REPOSITORY", "TAG", "BASE", "BASE_IMAGE", "FRAMEWORK",
                "FRAMEWORK_VERSION", "PYTHON", "NVCC", "ARCH_LIST", "OPS", "OPS_ARGS",
                "MICROMAMBA", "CUDA_HOME", "CC", "CXX")
@@ -209,9 +239,9 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
                         hint="add the framework's op build recipe to curated/images.toml")
     base_ref, base = _base(inp, recipes, options)
     python = c.python.rstrip("t")
-    if inp.flavor == "venv" and base and python not in base.python:
+    if inp.flavor != "conda" and base and python not in base.python:
         raise UsageError(
-            f"the venv flavor builds on the OS's Python, and {c.os} has Python "
+            f"the {inp.flavor} flavor builds on the OS's Python, and {c.os} has Python "
             f"{', '.join(base.python)}, not {python}",
             hint=f"pass --python {base.python[-1]}, or --flavor conda (it brings its own "
             "Python), or --base IMAGE with that Python")
@@ -223,7 +253,7 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
     values = {"python": python, "gcc": str(inp.gcc), "cuda": c.cuda}
 
     def pkgs(names: tuple[str, ...]) -> str:
-        return " ".join(n.format(**values) for n in names)
+        return " ".join(dict.fromkeys(n.format(**values) for n in names))
 
     runtime = family.runtime_by_os.get(c.os, family.runtime)
     base_pkgs, framework_pkgs = _split_pip(inp)
@@ -263,6 +293,12 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         prune = f"python -m pip uninstall --yes {' '.join(prune_names)}" if prune_names else ""
         builder_pkgs = (*family.python, *family.builder)
         cc, cxx = family.cc.format(**values), family.cxx.format(**values)
+    elif inp.flavor == "os-package":
+        values["cc"] = family.cc.format(**values)
+        toolkit_env, prune_names, prune = "", [], ""
+        setup = [_nvcc_guard(inp)]
+        builder_pkgs = tuple(dict.fromkeys((*family.python, *family.builder, *inp.os_packages)))
+        cc, cxx = family.cc.format(**values), family.cxx.format(**values)
     else:
         target = recipes.conda.targets.get(c.platform, "")
         values["target"] = target
@@ -286,21 +322,24 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "NVCC": inp.nvcc or "?", "ARCH_LIST": arch_text, "PYTHON": python,
         "MICROMAMBA": recipes.conda.ref, "MICROMAMBA_PATH": recipes.conda.path,
         "CA_DIR": family.ca_dir, "CA_UPDATE": family.ca_update, "CA_BUNDLE": family.ca_bundle,
-        "INSTALL_BUILDER": family.install.format(packages=pkgs(builder_pkgs)),
+        "INSTALL_BUILDER": _apt_sources(inp, recipes)
+        + family.install.format(packages=pkgs(builder_pkgs)),
         "INSTALL_RUNTIME": family.install.format(packages=pkgs(runtime)),
-        "USERADD": family.useradd, "CUDA_HOME": values.get("cuda_home", "/opt/env"),
+        "USERADD": family.useradd,
+        "CUDA_HOME": inp.cuda_home or values.get("cuda_home", "/opt/env"),
         "TOOLKIT_ENV": toolkit_env,
         "TOOLKIT_SETUP": "RUN " + " \\\n && ".join(setup) if setup else "",
         "OPS_ENV": ops_env, "CC": cc, "CXX": cxx,
         "CCACHE": "CCACHE_DIR=/root/.cache/ccache " if uses_ccache else "",
         "CHECK": ops.check, "PRUNE": prune or "true",
         "BUILD_ONLY_NOTE": " ".join(prune_names) or "nothing",
-        "ENV_KEY": "VIRTUAL_ENV" if inp.flavor == "venv" else "CONDA_PREFIX",
+        "ENV_KEY": "CONDA_PREFIX" if inp.flavor == "conda" else "VIRTUAL_ENV",
         "LABELS": _labels(inp, base_ref, base, arch_text, name.tag, ops.ops),
     }
     for key in SINGLE_LINE:  # a line break here would add Dockerfile instructions
         validate.no_newlines(fill_values[key], f"the Dockerfile's {key.lower()}")
-    blocks = ["header.in", f"builder-{inp.flavor}.in", "ops.in", f"prune-{inp.flavor}.in",
+    env_kind = "conda" if inp.flavor == "conda" else "venv"  # os-package: a venv too
+    blocks = ["header.in", f"builder-{env_kind}.in", "ops.in", f"prune-{env_kind}.in",
               "runtime.in"]
     text = "".join(fill((tpl / b).read_text(encoding="utf-8"), fill_values, b) for b in blocks)
     text = re.sub(r"\n{3,}", "\n\n", text.replace("\n\n\n", "\n\n"))

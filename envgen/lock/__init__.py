@@ -44,14 +44,15 @@ def _check_toolchain(plan: LockPlan, conda: list[CondaPackage], pip: list[PipPac
     """The solvers honoured the specs; still, prove the promise: the locked nvcc is torch's
     CUDA major.minor and the locked gcc is within that nvcc's maximum."""
     combo = plan.combination
-    if combo.nvcc_from == "system":  # --nvcc: the machine's own toolkit builds the ops
+    if combo.nvcc_from in ("system", "os-package"):  # a toolkit outside the lock builds the ops
         locked = [p.name for p in conda if p.name == "cuda-nvcc"] + [
             p.name for p in pip if p.name.startswith("nvidia-cuda-nvcc")]
         if locked:
-            raise EnvgenError(f"the lock for {combo.id} holds {locked[0]}, but --nvcc "
-                              f"{combo.nvcc} asked for the system toolkit",
+            raise EnvgenError(f"the lock for {combo.id} holds {locked[0]}, but the ops are "
+                              f"built with the {combo.nvcc_from} toolkit {combo.nvcc}",
                               hint="remove the CUDA compiler from --channel / extra specs")
-        return f"system {combo.nvcc}"
+        return (f"{combo.nvcc} (the OS's package)" if combo.nvcc_from == "os-package"
+                else f"system {combo.nvcc}")
     nvcc = next((p.version for p in conda if p.name == "cuda-nvcc"), None)
     if nvcc is None:
         nvcc = next((p.version for p in pip if p.name.startswith("nvidia-cuda-nvcc")), None)

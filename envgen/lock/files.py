@@ -88,6 +88,7 @@ def lock_hash(s: Solved) -> str:
         "pip": [[p.name, p.version, list(p.hashes)] for p in s.pip],
         "os_packages": list(s.plan.os_packages),
         "env": s.plan.env,
+        **({"os_toolkit": s.plan.os_toolkit} if s.plan.os_toolkit else {}),
     }
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()
@@ -213,6 +214,7 @@ def manifest(s: Solved, files: dict[str, str], image: dict | None = None) -> str
             "gcc": plan.gcc,
             "os_packages": list(plan.os_packages),
             "env": plan.env,
+            **({"os_toolkit": plan.os_toolkit} if plan.os_toolkit else {}),
         },
         "exclude_newer": plan.exclude_newer,
         "image": image,

@@ -110,6 +110,33 @@ def uv_version() -> str:
     return out.stdout.split()[1] if out.returncode == 0 and out.stdout.split()[1:] else "?"
 
 
+@functools.cache
+def uv_platforms() -> tuple[str, ...]:
+    """The --python-platform values this uv accepts (listed by its own help): each uv release
+    knows manylinux tags up to some glibc, and refuses newer ones."""
+    out = subprocess.run([uv_binary(), "pip", "compile", "--help"], capture_output=True,
+                         text=True, check=False).stdout
+    return tuple(dict.fromkeys(re.findall(r"\b[a-z0-9_]+-manylinux_\d+_\d+\b", out)))
+
+
+def uv_platform(python_platform: str) -> str:
+    """``python_platform``, or the newest manylinux tag uv knows below it: a target whose
+    glibc is newer than uv's list (Debian 13's 2.41) runs every wheel of the older tags,
+    and wheels tagged newer than uv knows are not published."""
+    known = uv_platforms()
+    if not known or python_platform in known:
+        return python_platform
+    arch, _, tag = python_platform.partition("-")
+    m = re.fullmatch(r"manylinux_(\d+)_(\d+)", tag)
+    if not m:
+        return python_platform
+    want = (int(m.group(1)), int(m.group(2)))
+    older = [(tuple(map(int, k.rsplit("_", 2)[1:])), k) for k in known
+             if k.startswith(f"{arch}-manylinux_")]
+    older = [(v, k) for v, k in older if v <= want]
+    return max(older)[1] if older else python_platform
+
+
 def compile_command(requirements_in: Path, output: Path, *, python_version: str,
                     python_platform: str, index_url: str, extra_index_urls: tuple[str, ...],
                     cache_dir: Path, offline: bool, exclude_newer: str | None) -> list[str]:
@@ -202,6 +229,11 @@ def compile_pip(requirements: tuple[str, ...], *, python_version: str, python_pl
                 progress: Callable[[str], None] = lambda _m: None) -> list[PipPackage]:
     """Resolve and hash-pin ``requirements`` for the target; one uv run."""
     progress(f"resolving pip packages for Python {python_version} ({python_platform}) with uv")
+    platform = uv_platform(python_platform)
+    if platform != python_platform:
+        progress(f"  uv knows manylinux tags up to {platform}; resolving for it (a "
+                 f"{python_platform} machine runs those wheels)")
+        python_platform = platform
     with tempfile.TemporaryDirectory(prefix="envgen-uv-") as tmp:
         req_in, out = Path(tmp) / "requirements.in", Path(tmp) / "pylock.toml"
         req_in.write_text("".join(f"{r}\n" for r in requirements), encoding="utf-8")

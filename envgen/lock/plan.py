@@ -61,6 +61,8 @@ class LockPlan:
     os_packages: tuple[str, ...] = ()  # venv flavor: what the OS must provide
     env: dict[str, str] = field(default_factory=dict)  # for op builds (CUDA_HOME)
     exclude_newer: str | None = None
+    # os-package flavor: the OS toolkit the ops are built with (package, version, cuda, …)
+    os_toolkit: dict[str, str] | None = None
 
     def inputs(self) -> dict:
         """Everything the solvers see; the inputs hash is taken over this."""
@@ -72,6 +74,7 @@ class LockPlan:
             "gcc": self.gcc,
             "os_packages": list(self.os_packages),
             "exclude_newer": self.exclude_newer,
+            **({"os_toolkit": self.os_toolkit} if self.os_toolkit else {}),
         }
 
     def inputs_hash(self) -> str:
@@ -146,7 +149,10 @@ def make_plan(facts: Facts, combo: Combination, options: LockOptions,
                         hint="restore matrix/curated/toolchain.toml from the repository")
     flavor = options.flavor
     if flavor not in Toolchain.FLAVORS:
-        raise UsageError(f"unknown flavor {flavor!r}", hint="use --flavor conda or --flavor venv")
+        raise UsageError(f"unknown flavor {flavor!r}",
+                         hint="use --flavor conda, --flavor venv or --flavor os-package")
+    if flavor in Toolchain.OS_FLAVORS:
+        return _os_package_plan(facts, combo, options, sources)
     system = combo.nvcc_from == "system"
     rule = CudaRule(cuda="", source="--nvcc") if system else tc.rule(flavor, combo.cuda)
     if rule is None:
@@ -196,3 +202,36 @@ def make_plan(facts: Facts, combo: Combination, options: LockOptions,
     return LockPlan(combination=combo, flavor=flavor, conda=conda, pip=pip, gcc=gcc,
                     os_packages=os_packages, env=env, exclude_newer=options.exclude_newer)
 
+
+
+def _os_package_plan(facts: Facts, combo: Combination, options: LockOptions,
+                     sources: dict[str, str]) -> LockPlan:
+    """The os-package flavor: pip for torch and the framework, and from the OS its own CUDA
+    toolkit (the packages harvested/os_toolkits.json names), its g++ and libaio."""
+    tc = facts.toolchain
+    toolkit = facts.os_toolkits.get(combo.os)
+    if combo.nvcc_from != "os-package" or toolkit is None:
+        raise UsageError(f"{combo.id} was not resolved for --flavor os-package",
+                         hint="resolve it with --flavor os-package --os OS (an OS that ships "
+                         "a CUDA toolkit package), then lock that")
+    family = facts.oses[combo.os].family
+    home = tc.os_package_home.get(family)
+    if home is None:
+        raise DataError(f"curated/toolchain.toml [os-package.cuda_home] has no entry for the "
+                        f"{family} family", hint="add where its toolkit puts CUDA_HOME")
+    values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=combo.gcc,
+                  release=combo.cuda)
+    index, extras = index_urls(sources, combo, options)
+    requirements = (combo.torch_pin, f"{combo.framework}=={combo.framework_version}",
+                    *tc.build_requires.get(combo.framework, ()))
+    extra = tuple(_fill(p, **values) for p in tc.os_package_os_packages.get(family, ()))
+    os_packages = tuple(dict.fromkeys((*toolkit.install, *extra)))
+    pip = PipPlan(requirements=requirements, index_url=index, extra_index_urls=extras,
+                  python_version=combo.python.rstrip("t"), python_platform=python_platform(combo))
+    return LockPlan(combination=combo, flavor="os-package", conda=None, pip=pip, gcc=combo.gcc,
+                    os_packages=os_packages, env={"CUDA_HOME": home},
+                    exclude_newer=options.exclude_newer,
+                    os_toolkit={"os": toolkit.os, "package": toolkit.package,
+                                "version": toolkit.version, "cuda": toolkit.cuda,
+                                "suite": toolkit.suite, "components": " ".join(toolkit.components),
+                                "index": toolkit.index})

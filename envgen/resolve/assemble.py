@@ -106,6 +106,13 @@ def make_combination(f: Feasible, request: Request) -> Combination:
     b, t, fw = f.build, f.toolkit, f.framework
     facts = f.checks.facts
     notes = []
+    ostk = f.checks.os_toolkit
+    if ostk is not None:
+        notes.append(f"uses {ostk.os}'s own CUDA toolkit: {ostk.package} {ostk.version} "
+                     f"(nvcc {ostk.nvcc_version or ostk.cuda}, g++-{ostk.gcc}) from its "
+                     f"{' and '.join(ostk.components)} component"
+                     f"{'s' if len(ostk.components) > 1 else ''}; the lock installs no CUDA "
+                     f"compiler")
     if request.nvcc:
         notes.append(f"uses the system nvcc {t.cuda} (--nvcc); the lock installs no CUDA "
                      f"compiler" + ("" if t.nvcc_package else "; its max gcc and archs are "
@@ -121,7 +128,7 @@ def make_combination(f: Feasible, request: Request) -> Combination:
                      f"pins are unknown; run `envgen matrix update --index {b.index}`")
     elif b.nccl is None:
         notes.append("NCCL is linked into this torch wheel; its version is not in the metadata")
-    if f.gcc_source != "os":
+    if f.gcc_source not in ("os", "os-toolkit"):
         notes.append(f"{f.os.id}'s default gcc {f.os.gcc} is outside what the op build "
                      f"accepts; use gcc {f.gcc} from {f.gcc_source}")
     if fw.files is not None and fw.files.wheels and fw.files.wheel_for(f.python,
@@ -177,9 +184,9 @@ def make_combination(f: Feasible, request: Request) -> Combination:
         cudnn=b.cudnn,
         triton=b.triton,
         nvcc=t.cuda,
-        nvcc_package=t.nvcc_package,
-        nvcc_version=t.nvcc_version,
-        nvcc_from="system" if request.nvcc else "lock",
+        nvcc_package=ostk.package if ostk is not None else t.nvcc_package,
+        nvcc_version=ostk.nvcc_version if ostk is not None else t.nvcc_version,
+        nvcc_from="os-package" if ostk is not None else "system" if request.nvcc else "lock",
         gcc=f.gcc,
         gcc_source=f.gcc_source,
         glibc=f.os.glibc,

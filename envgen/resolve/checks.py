@@ -7,7 +7,14 @@ with a citation); none states a version fact itself. Versions are compared as ve
 
 from __future__ import annotations
 
-from envgen.facts.model import CudaToolkit, Facts, FrameworkRelease, OSBase, TorchBuild
+from envgen.facts.model import (
+    CudaToolkit,
+    Facts,
+    FrameworkRelease,
+    OSBase,
+    Toolchain,
+    TorchBuild,
+)
 from envgen.facts.release_model import Breakage
 from envgen.resolve.request import Request
 from envgen.versions import dotted_key, parse_version, python_version, spec_contains
@@ -47,6 +54,8 @@ class Checks:
         self._os: dict[tuple, tuple[int, str] | tuple[str, str]] = {}
         self._gcc: dict[tuple, tuple[int, str]] = {}
         self._wheel: dict[tuple, object] = {}
+        self.os_toolkit = (facts.os_toolkits.get(request.os or "")
+                           if request.flavor in Toolchain.OS_FLAVORS else None)
         self.system = self._system_toolkit()
 
     # -------------------------------------------------------------- framework vs torch / CUDA
@@ -109,7 +118,11 @@ class Checks:
     # -------------------------------------------------------------- nvcc
 
     def _system_toolkit(self) -> CudaToolkit | None:
+        """The fixed nvcc: --nvcc, or the OS's own toolkit for --flavor os-package (with the
+        max gcc and archs NVIDIA's nvcc of that minor has: the OS repackages that release)."""
         nvcc = self.request.nvcc
+        if self.os_toolkit is not None:
+            nvcc = self.os_toolkit.cuda
         if nvcc is None:
             return None
         known = self.facts.toolkits.get(nvcc)
@@ -297,6 +310,19 @@ class Checks:
             hit = self._os[key] = self._check_os(build, wheel, os, toolkit, *floor)
         return hit
 
+    def _os_toolkit_gcc(self, toolkit: CudaToolkit, floor: int, floor_why: str, top: int):
+        """The OS toolkit's own g++ (its nvidia-cuda-toolkit-gcc wrapper's): the op build must
+        accept it, since that is the host compiler the OS's nvcc is set up with."""
+        t = self.os_toolkit
+        if t.gcc is None:
+            return ("gcc", f"{t.os}'s {t.package} {t.version} names no g++ (harvested/"
+                           "os_toolkits.json), so its host compiler is unknown")
+        if floor <= t.gcc <= top:
+            return (t.gcc, "os-toolkit")
+        need = f"≥ {floor} for {floor_why}" if t.gcc < floor else f"≤ {top} for nvcc {toolkit.cuda}"
+        return ("gcc", f"{t.os}'s {t.package} {t.version} compiles with g++-{t.gcc}; the op build "
+                       f"needs gcc {need}")
+
     def _check_os(self, build, wheel, os: OSBase, toolkit: CudaToolkit, floor: int,
                   floor_why: str):
         if build.glibc and dotted_key(os.glibc) < dotted_key(build.glibc):
@@ -306,6 +332,8 @@ class Checks:
             return ("glibc", f"{os.id} has glibc {os.glibc}; {wheel.filename} needs "
                              f"≥ {wheel.glibc}")
         top = toolkit.max_gcc if toolkit.max_gcc is not None else 999
+        if self.os_toolkit is not None:
+            return self._os_toolkit_gcc(toolkit, floor, floor_why, top)
         if floor <= os.gcc <= top:
             return (os.gcc, "os")
         packaged = [g for g in os.gcc_available if floor <= g <= top]

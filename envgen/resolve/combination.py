@@ -43,7 +43,8 @@ class Combination:
     nvcc: str
     nvcc_package: str | None
     nvcc_version: str | None
-    nvcc_from: str  # "lock" (the lock installs it) or "system" (--nvcc: a toolkit already there)
+    nvcc_from: str  # "lock" (the lock installs it), "system" (--nvcc: a toolkit already there)
+    # or "os-package" (--flavor os-package: the OS's own nvidia-cuda-toolkit package)
     gcc: int
     gcc_source: str
     glibc: str

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from itertools import combinations, islice
 
-from envgen.facts.model import Facts
+from envgen.facts.model import Facts, Toolchain
 from envgen.resolve.engine import CONSTRAINTS, Domains, Tally, iter_feasible, prepare
 from envgen.resolve.request import Request, cuda_matches, matcher
 from envgen.versions import dotted_key, parse_version
@@ -140,6 +140,8 @@ def nearest(request: Request, facts: Facts, make, limit: int = 3) -> list[Altern
     out: list[Alternative] = []
     for size in (1, 2):
         for axes in combinations(reversed(given), size):
+            if "os" in axes and request.flavor in Toolchain.OS_FLAVORS and "flavor" not in axes:
+                continue  # the OS is the toolkit of --flavor os-package: drop both or neither
             relaxed = request.without(*axes)
             hit = next(islice(iter_feasible(relaxed, facts), 1), None)
             if hit is not None:

@@ -131,8 +131,11 @@ def validate(request: Request, facts: Facts) -> Request:
         if request.flavor not in flavors:
             raise UsageError(f"unknown flavor {request.flavor!r}",
                              hint=f"{suggest(request.flavor, list(flavors))}use --flavor conda "
-                             "(conda toolchain + pip packages) or --flavor venv (pip only)",
+                             "(conda toolchain + pip packages), --flavor venv (pip only) or "
+                             "--flavor os-package (the OS's own CUDA toolkit)",
                              source="--flavor")
+        if request.flavor in Toolchain.OS_FLAVORS:
+            _check_os_toolkit(request, facts)
     platform = PLATFORM_ALIASES.get(request.platform, request.platform)
     if platform not in PLATFORMS:
         raise UsageError(f"unknown platform {request.platform!r}",
@@ -169,6 +172,29 @@ def validate(request: Request, facts: Facts) -> Request:
                              hint="give the version nvidia-smi prints, e.g. --driver 535.104.05",
                              source="--driver") from None
     return replace(request, **changes)
+
+
+def _check_os_toolkit(request: Request, facts: Facts) -> None:
+    """--flavor os-package: the OS decides the toolkit, so it needs --os of an OS that ships one
+    (harvested/os_toolkits.json), and no --nvcc."""
+    shipping = ", ".join(f"{t.os} (CUDA {t.cuda})" for t in sorted(
+        facts.os_toolkits.values(), key=lambda t: t.os) if t.os in facts.oses
+    ) or "none in this matrix"
+    if request.nvcc is not None:
+        raise UsageError("--nvcc and --flavor os-package both choose the CUDA compiler",
+                         hint="drop --nvcc: with --flavor os-package the nvcc is the one the OS "
+                         "ships", source="--nvcc")
+    if request.os is None:
+        raise UsageError("--flavor os-package needs --os: each OS release ships its own CUDA "
+                         "toolkit, and that toolkit decides what can be built",
+                         hint=f"add --os; OSes with a CUDA toolkit package: {shipping}",
+                         source="--flavor")
+    if request.os not in facts.os_toolkits:
+        raise UsageError(f"{request.os} ships no CUDA toolkit package in the matrix "
+                         "(harvested/os_toolkits.json)",
+                         hint=f"pick an OS that ships one: {shipping}; or use --flavor venv / "
+                         "conda (`envgen matrix update` refreshes the OS package facts)",
+                         source="--os")
 
 
 def _cuda(value: str) -> str:

@@ -109,9 +109,10 @@ FILES = {  # matrix file → schema
     "harvested/torch.json": "harvested-torch",
     "harvested/frameworks.json": "harvested-frameworks",
     "harvested/cuda.json": "harvested-cuda",
+    "harvested/os_toolkits.json": "harvested-os-toolkits",
     **{f"curated/{n}.toml": f"curated-{n}" for n in (
         "os", "cuda", "torch", "frameworks", "policy", "toolchain", "images", "gpus",
-        "compilers")},
+        "compilers", "upstream")},
     "sources.toml": "sources",
     "cells.toml": "cells",
 }
@@ -134,7 +135,8 @@ def _jsonschema(name: str):
 def test_every_matrix_file_has_a_schema_and_every_schema_is_draft_2020_12():
     import jsonschema
 
-    assert {f"{n}.schema.json" for n in FILES.values()} | {"lock-manifest.schema.json"} == {
+    assert {f"{n}.schema.json" for n in FILES.values()} | {
+        "lock-manifest.schema.json", "attempt-record.schema.json"} == {
         p.name for p in SCHEMAS.glob("*.schema.json")}
     for path in SCHEMAS.glob("*.schema.json"):
         schema = json.loads(path.read_text(encoding="utf-8"))
@@ -257,12 +259,12 @@ def test_files_are_validated_once_per_modification(matrix_copy, monkeypatch):
     first = load_facts(matrix_copy)
     assert sorted(calls) == sorted(FILES[r] for r in FILES
                                    if r.startswith(("harvested/", "curated/"))
-                                   and not r.endswith("images.toml"))
-    assert load_facts(matrix_copy) is first and len(calls) == 11  # cached: not read again
+                                   and not r.endswith(("images.toml", "upstream.toml")))
+    assert load_facts(matrix_copy) is first and len(calls) == 12  # cached: not read again
     path = matrix_copy / "curated" / "os.toml"
     stat = path.stat()
     os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
-    assert load_facts(matrix_copy) is not first and len(calls) == 22  # read again: checked
+    assert load_facts(matrix_copy) is not first and len(calls) == 24  # read again: checked
 
 
 def test_problems_in_a_refreshed_snapshot_name_its_path(matrix_copy, tmp_path):
