@@ -45,7 +45,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     matrix_dir = Path(ctx.matrix_dir)
     cells = load_cells(validate.path(args.cells, "--cells", "--cells") if args.cells
                        else matrix_dir / "cells.toml")
-    verified = {s.record.lock_hash for s in load_many(results_dirs(args, ctx))}
+    verified = {s.record.lock_hash for s in load_many(results_dirs(args, ctx))
+                if s.record.kind == "verify"}  # attempt records (lock, build) use no GPU
     matrix, counts = github_matrix(cells, validate.path(args.locks, "--locks", "--locks"),
                                    verified, force=args.force)
     ctx.progress(f"{counts['cells']} cells: {counts['due']} due ({counts['unlocked']} not "

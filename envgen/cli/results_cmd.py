@@ -1,4 +1,5 @@
-"""``envgen results add | show``: store verification records, and the status they give."""
+"""``envgen results add | show``: store result records (verify and attempt records), and the
+evidence tier and status they give each combination."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from envgen.facts.locate import check_data_dir
 from envgen.resolve.combination import parse_combination_id
 from envgen.results.status import CombinationStatus, status_of, statuses
 from envgen.results.store import add, load_many
+from envgen.results.tiers import tier_label
 
 EPILOG = """\
 examples:
@@ -22,12 +24,17 @@ examples:
   envgen results show
   envgen results show --combination deepspeed-0.19.8-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64
   envgen results show --json | jq '.[] | select(.status == "known-bad")'
+  envgen results show --json | jq '.[] | select(.tier == "T2") | .combination'
 
-Records live one file per record at <results>/<combination id>/<finished>-<record id>.json
-(the name follows from the content), so additions from different branches merge without
-conflicts and the same record is never stored twice. Status: known-bad if the newest record
-failed; known-good if the newest passed and a passing run used real GPUs (NCCL smoke test);
-otherwise untested ("CPU only" when only CPU runs passed).
+Two kinds of record: verify records ("schema": 1, written by `envgen verify`) and attempt
+records ("schema": "attempt/1", a lock (T1) or build (T2) attempt, written by the evidence
+runner); matrix/results/README.md describes both. Records live one file per record at
+<results>/<combination id>/<finished>-<record id>.json (the name follows from the content), so
+additions from different branches merge without conflicts and the same record is never stored
+twice. Tier: the highest a passing record proves (T0 resolves, T1 locked, T2 built, T3 GPU,
+T4 multi-GPU). Status: known-bad if the newest record failed; known-good if the tier is T3 or
+T4 and the newest record passed; otherwise untested (no GPU evidence yet; "CPU only" when
+records passed without a GPU).
 Records are read from the shipped matrix's results/ and the data directory's (--data; the
 checkout's matrix/ when run inside one, else ~/.local/share/envgen); new ones are written to
 the data directory's. Exit codes: 0 ok, 1 invalid record or stored data (nothing written),
@@ -57,24 +64,28 @@ Exit codes: 0 ok, 1 a stored record is invalid, 2 usage (e.g. a malformed combin
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("results", parents=[common], help="store verification results; status",
-                       description="Verification result records under matrix/results/ and the "
-                       "status (known-good / known-bad / untested) they give each combination.",
+    p = sub.add_parser("results", parents=[common], help="store result records; tiers, status",
+                       description="Result records (verify runs, lock and build attempts) under "
+                       "matrix/results/, and the evidence tier (T0..T4) and status (known-good / "
+                       "known-bad / untested) they give each combination.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     rsub = p.add_subparsers(dest="results_command", metavar="SUBCOMMAND",
                             parser_class=type(p))
     a = rsub.add_parser("add", parents=[common], help="validate and store result records",
-                        description="Validate result records and store them under the results "
-                        "directory, one file per record.", epilog=ADD_EPILOG,
+                        description="Validate result records (verify or attempt records) and "
+                        "store them under the results directory, one file per record.",
+                        epilog=ADD_EPILOG,
                         formatter_class=argparse.RawDescriptionHelpFormatter)
-    a.add_argument("files", nargs="+", metavar="FILE", help="result record JSON files")
+    a.add_argument("files", nargs="+", metavar="FILE",
+                   help="record JSON files: verify records or attempt records")
     _results_dir_option(a)
     a.set_defaults(func=run_add)
-    s = rsub.add_parser("show", parents=[common], help="status per combination",
-                        description="The status of each combination that has records.",
+    s = rsub.add_parser("show", parents=[common], help="tier and status per combination",
+                        description="The evidence tier and status of each combination that "
+                        "has records.",
                         epilog=SHOW_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--combination", metavar="ID", help="only this combination (any id; one "
-                   "without records is untested)")
+                   "without records is T0, untested)")
     _results_dir_option(s)
     s.set_defaults(func=run_show)
 
@@ -118,6 +129,7 @@ def run_add(args: argparse.Namespace, ctx: Context) -> int:
                    source="--results-dir" if args.results_dir else ctx.source("data-dir"))
     if ctx.json:
         dump_json([{"combination": o.record.combination, "record_id": o.record.id,
+                    "kind": o.record.kind, "tier": o.record.tier, "status": o.record.status,
                     "path": _shown(o.path), "added": o.added} for o in outcomes], ctx.out)
         return 0
     for o in outcomes:
@@ -141,19 +153,38 @@ def run_show(args: argparse.Namespace, ctx: Context) -> int:
         dump_json([_as_json(s) for s in found], ctx.out)
         return 0
     if not found:
-        print("No result records yet; `envgen results add FILE` stores them.", file=ctx.out)
+        print("No result records yet: every combination is T0 (resolves); `envgen results add "
+              "FILE` stores records.", file=ctx.out)
         return 0
-    print(table(("combination", "status", "records", "newest", "evidence"),
-                ((s.combination, s.label, s.records, s.date,
-                  _shown(s.newest.path) if s.newest else None) for s in found)), file=ctx.out)
+    print(table(("combination", "tier", "status", "records", "newest", "evidence"),
+                ((s.combination, _tier(s), s.label, s.records, s.date,
+                  _evidence(s)) for s in found)), file=ctx.out)
     return 0
 
 
+def _evidence(s: CombinationStatus) -> str | None:
+    """The record that proves the tier, else the newest (failed) one."""
+    shown = s.proof or s.failed or s.newest
+    return _shown(shown.path) if shown else None
+
+
+def _tier(s: CombinationStatus) -> str:
+    """``T1 locked``, ``T1 locked · T2 failed``."""
+    text = tier_label(s.tier)
+    return text + (f" · {s.failed.record.tier} failed" if s.failed else "")
+
+
+def _record(stored) -> dict | None:
+    if stored is None:
+        return None
+    r = stored.record
+    return {"path": _shown(stored.path), "record_id": r.id, "kind": r.kind, "tier": r.tier,
+            "flavor": r.flavor, "finished": r.finished, "status": r.status,
+            "machine": r.machine_summary, "envgen": r.envgen_version, "error": r.error}
+
+
 def _as_json(s: CombinationStatus) -> dict:
-    newest = s.newest
-    return {"combination": s.combination, "status": s.status, "note": s.note,
-            "records": s.records, "date": s.date,
-            "newest": None if newest is None else {
-                "path": _shown(newest.path), "record_id": newest.record.id,
-                "finished": newest.record.finished, "status": newest.record.status,
-                "gpu": newest.record.gpu.model, "gpu_count": newest.record.gpu.count}}
+    return {"combination": s.combination, "tier": s.tier, "tier_label": s.tier_label,
+            "flavor": s.flavor, "status": s.status, "note": s.note, "records": s.records,
+            "date": s.date, "proof": _record(s.proof), "failed": _record(s.failed),
+            "newest": _record(s.newest)}

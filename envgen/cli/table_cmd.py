@@ -12,24 +12,33 @@ from envgen.cli.results_cmd import results_dirs
 from envgen.facts import load_facts
 from envgen.results.store import load_many
 from envgen.results.table import build_table, render_json, render_markdown, write_outputs
+from envgen.results.tiers import TIERS
 
 EPILOG = """\
 examples:
   envgen table                      # the Markdown page on stdout
-  envgen table --json | jq '.rows[] | select(.status == "known-good") | .combination'
+  envgen table --json | jq '.rows[] | select(.tier >= "T3") | .combination'
+  envgen table --json | jq '.rows[] | select(.status == "known-bad") | .evidence.records'
   envgen table --write              # docs/compatibility.md, docs/compatibility.json, README.md
 
-Rows: every combination with result records, plus (untested) the resolver's best combination
-for each framework × torch major.minor × CUDA of each framework's latest release. Status:
-known-good (newest run passed; a run on real GPUs passed the NCCL smoke test), known-bad
-(newest run failed), untested. --write replaces only the README's lines between
-<!-- envgen:table:start --> and <!-- envgen:table:end -->; each file is written atomically,
-and a README without the markers writes nothing. Paths are relative to the working directory.
-The three files are written together or not at all (a full disk or an interrupt changes none).
+Rows: every combination with result records, plus the resolver's best combination for each
+framework × torch major.minor × CUDA of each framework's latest release. Each row has the
+highest evidence tier one of its records proves: T0 resolves (nothing run), T1 locked (an
+attempt record: the lock solves), T2 built (an attempt record: image built, ops compiled for
+the target archs and imported; or a verify run without GPU), T3 GPU (a verify run: ops checked
+on a GPU), T4 multi-GPU (a verify run on >= 2 GPUs with the NCCL smoke test); and the newest
+failed attempt above it. Upstream citations (<matrix dir>/curated/upstream.toml) are shown
+next to the tier, never counted as one. Status: known-good (tier >= T3, newest record passed),
+known-bad (newest record failed), untested (no GPU evidence yet; see the tier).
+The page links records as evidence/<combination>/<file>.json, where the docs site's hook
+(docs/hooks/evidence.py) publishes matrix/results/; the JSON and the README use repository
+paths. --write replaces only the README's lines between <!-- envgen:table:start --> and
+<!-- envgen:table:end -->; a README without the markers writes nothing. Paths are relative to
+the working directory. The three files are written together or not at all (a full disk or an
+interrupt changes none).
 Exit codes: 0 ok, 1 bad data (a stored record, the matrix), 2 usage (e.g. README markers),
 4 filesystem (nothing written).
 """
-
 
 def register(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("table", parents=[common], help="generate the compatibility table",
@@ -51,8 +60,10 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
+    from envgen.results.upstream import load_upstream
+
     facts = load_facts(ctx.matrix_dir, ctx.data_dir)
-    table = build_table(facts, load_many(results_dirs(args, ctx)))
+    table = build_table(facts, load_many(results_dirs(args, ctx)), load_upstream(ctx.matrix_dir))
     page, data, readme = (validate.path(v, f"--{n}", f"--{n}") for n, v in
                           (("page", args.page), ("data", args.data_file),
                            ("readme", args.readme)))
@@ -72,6 +83,6 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for w in written:
         print(f"{'wrote' if w.changed else 'unchanged':<9} {w.path}", file=ctx.out)
     s = table.summary
-    ctx.progress(f"{len(table.rows)} rows: {s['known-good']} known-good, {s['known-bad']} "
-                 f"known-bad, {s['untested']} untested")
+    tiers = ", ".join(f"{s[t]} {t}" for t in TIERS)
+    ctx.progress(f"{len(table.rows)} rows: {tiers}; {s['known-bad']} known-bad")
     return 0

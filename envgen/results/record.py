@@ -19,6 +19,7 @@ from typing import Any
 
 from envgen.errors import DataError
 from envgen.resolve.combination import parse_combination_id
+from envgen.results.tiers import verify_tier
 
 SCHEMA = 1
 STATUSES = ("pass", "fail", "skip")
@@ -59,8 +60,9 @@ class RecordError(DataError):
             lines = [f"{source}: {p}" for source, ps in self.problems.items() for p in ps]
         super().__init__(
             "\n  ".join([head, *lines]),
-            hint=hint or "fix the fields named (matrix/results/README.md describes schema 1), "
-            "or re-run the verification that wrote it",
+            hint=hint or "fix the fields named (matrix/results/README.md describes both record "
+            "kinds: verify records, schema 1, and attempt records, attempt/1), or re-run what "
+            "wrote it",
         )
 
 
@@ -376,6 +378,60 @@ class ResultRecord:
     def finished_at(self) -> datetime:
         return parse_time(self.finished)
 
+    # the surface both record kinds share (envgen.results.tiers, status, table)
+    kind = "verify"
+
+    @property
+    def tier(self) -> str:
+        """T4, T3 or T2: what the run attempted (and proves if it passed); see
+        :func:`envgen.results.tiers.verify_tier`."""
+        return verify_tier(self)
+
+    @property
+    def flavor(self) -> None:
+        """A verify record does not say how the environment was installed."""
+        return None
+
+    @property
+    def envgen_version(self) -> str | None:
+        return self.tools.get("envgen")
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.gpu.count >= 1
+
+    @property
+    def machine_summary(self) -> str:
+        """``1× NVIDIA H100 80GB HBM3, driver 570.124.06``; ``CPU run, no GPU``."""
+        if self.gpu.count == 0:
+            return "CPU run, no GPU"
+        driver = f", driver {self.gpu.driver}" if self.gpu.driver else ""
+        return f"{self.gpu.count}× {self.gpu.model}{driver}"
+
+    @property
+    def seconds(self) -> float:
+        return self.durations.total
+
+    @property
+    def image_size_bytes(self) -> None:
+        return None
+
+    @property
+    def error(self) -> str | None:
+        """The first failing op's or smoke check's name and message (its first line); None
+        when the run passed."""
+        if self.status != "fail":
+            return None
+        failing = [(o.name, o.message) for o in self.ops if o.status == "fail"]
+        if self.smoke is not None:
+            failing += [(c.name if c.rank is None else f"rank {c.rank}: {c.name}", c.message)
+                        for c in self.smoke.checks if c.status == "fail"]
+        if not failing:
+            return "the run failed (no op or smoke check did; see the log)"
+        name, message = failing[0]
+        first = message.strip().splitlines()[0] if message.strip() else "failed"
+        return f"{name}: {first}"
+
 
 def canonical_json(data: Any) -> bytes:
     return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
@@ -395,17 +451,18 @@ def parse(data: Any) -> tuple[ResultRecord | None, list[Problem]]:
 
 def _read(data: Any) -> tuple[ResultRecord | None, list[Problem]]:
     r = _Reader()
-    d = r.obj(data, "$", _FIELDS)
-    if d is None:
-        return None, r.problems
-    schema = d.get("schema")
-    if "schema" in d and (type(schema) is not int or schema != SCHEMA):
+    schema = data.get("schema") if isinstance(data, dict) else None
+    if isinstance(data, dict) and "schema" in data and (type(schema) is not int
+                                                        or schema != SCHEMA):
         if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA:
             r.add("$.schema", f"schema {schema} is newer than this envgen reads ({SCHEMA}); "
                   "upgrade envgen")
         else:
             r.add("$.schema", f"expected {SCHEMA}, got {schema!r}")
         return None, r.problems  # the rest may mean something else in another schema
+    d = r.obj(data, "$", _FIELDS)
+    if d is None:
+        return None, r.problems
     combination = r.string(d, "combination", "$", pattern=_SAFE_ID,
                            shape="a combination id (only A-Z a-z 0-9 _ . -)")
     if combination and _SAFE_ID.match(combination) and not parse_combination_id(combination):

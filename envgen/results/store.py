@@ -2,6 +2,12 @@
 
 ``<results>/<combination id>/<finished as YYYYMMDDTHHMMSSZ>-<first 12 hex of record id>.json``
 
+Two kinds of record live side by side: verify records (``"schema": 1``, written by ``envgen
+verify`` on a GPU or CPU, :mod:`envgen.results.record`) and attempt records (``"schema":
+"attempt/1"``, lock and build attempts, :mod:`envgen.results.attempt`). Reading a file
+dispatches on its ``schema``; both kinds share the surface the status and the table use
+(``combination``, ``status``, ``finished``, ``finished_at``, ``id``, ``tier``, ``error``, …).
+
 A record's name follows from its content, so two branches that each add records merge in git
 without conflicts (they add different files), and the same record can never be stored twice
 (it would have the same name). Files are pretty JSON with a trailing newline, written to a
@@ -13,38 +19,42 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple, TypeAlias
 
 from envgen.atomic import write_file, write_files
 from envgen.errors import DataError, UsageError
+from envgen.results import attempt
+from envgen.results.attempt import AttemptRecord
 from envgen.results.record import Problem, RecordError, ResultRecord, parse
+
+Record: TypeAlias = ResultRecord | AttemptRecord
 
 
 @dataclass(frozen=True, slots=True)
 class StoredRecord:
-    """A record and the file it is stored in."""
+    """A record (either kind) and the file it is stored in."""
 
-    record: ResultRecord
+    record: Record
     path: Path
 
 
 class AddOutcome(NamedTuple):
-    record: ResultRecord
+    record: Record
     path: Path
     added: bool  # False: an identical record was already stored ("already recorded")
 
 
-def record_name(record: ResultRecord) -> str:
+def record_name(record: Record) -> str:
     """The record's file name within its combination's directory."""
     stamp = record.finished.split(".")[0].rstrip("Z").replace("-", "").replace(":", "")
     return f"{stamp}Z-{record.id[:12]}.json"
 
 
-def record_path(results_dir: Path, record: ResultRecord) -> Path:
+def record_path(results_dir: Path, record: Record) -> Path:
     return Path(results_dir) / record.combination / record_name(record)
 
 
-def render(record: ResultRecord) -> bytes:
+def render(record: Record) -> bytes:
     """A stored record's exact bytes: pretty JSON in schema field order, trailing newline."""
     text = json.dumps(record.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
     return (text + "\n").encode("utf-8")
@@ -69,8 +79,19 @@ def load_many(dirs: list[Path] | tuple[Path, ...]) -> list[StoredRecord]:
     return found
 
 
-def read_record_file(path: Path) -> tuple[ResultRecord | None, list[Problem]]:
-    """Parse and validate one record file; the problems instead when it is not valid."""
+def parse_any(data: Any) -> tuple[Record | None, list[Problem]]:
+    """A verify record or an attempt record, by ``data["schema"]``: a string (``"attempt/1"``)
+    is an attempt record's, anything else is read as a verify record's (which names a wrong
+    schema). The record and no problems, or None and every problem."""
+    if isinstance(data, dict) and isinstance(data.get("schema"), str) \
+            and data["schema"].startswith("attempt/"):
+        return attempt.parse(data)
+    return parse(data)
+
+
+def read_record_file(path: Path) -> tuple[Record | None, list[Problem]]:
+    """Parse and validate one record file of either kind; the problems instead when it is not
+    valid."""
     try:
         raw = Path(path).read_bytes()
     except FileNotFoundError:
@@ -84,13 +105,14 @@ def read_record_file(path: Path) -> tuple[ResultRecord | None, list[Problem]]:
     except json.JSONDecodeError as exc:
         return None, [Problem("$", f"not JSON: {exc.msg} (line {exc.lineno}, column "
                                    f"{exc.colno})")]
-    record, problems = parse(data)
+    record, problems = parse_any(data)
     return (None, problems) if problems else (record, [])
 
 
 def add(results_dir: Path, paths: list[Path] | tuple[Path, ...], *,
         source: str | None = None) -> list[AddOutcome]:
-    """Store the records in ``paths`` under ``results_dir``; one outcome per input, in order.
+    """Store the records (either kind) in ``paths`` under ``results_dir``; one outcome per
+    input, in order.
 
     Every input is validated first: if any is invalid, nothing is written and the error lists
     every problem of every file. A record already stored (same content) is skipped; a
@@ -98,10 +120,10 @@ def add(results_dir: Path, paths: list[Path] | tuple[Path, ...], *,
     """
     if not paths:
         raise UsageError("no result files given",
-                         hint="name the record files a verify run wrote, e.g. "
-                         "`envgen results add result.json`")
+                         hint="name the record files a verify run or an evidence run wrote, "
+                         "e.g. `envgen results add result.json`")
     results_dir = Path(results_dir)
-    records: list[ResultRecord] = []
+    records: list[Record] = []
     bad: dict[str, list[Problem]] = {}
     for path in map(Path, paths):
         record, problems = read_record_file(path)
@@ -113,7 +135,7 @@ def add(results_dir: Path, paths: list[Path] | tuple[Path, ...], *,
         raise RecordError(bad, total=len(paths),
                           hint="nothing was written; fix or drop the files named, then run it "
                           "again (matrix/results/README.md describes the record)")
-    plan: list[tuple[ResultRecord, Path, bytes, bool]] = []
+    plan: list[tuple[Record, Path, bytes, bool]] = []
     planned: set[Path] = set()
     for source, record in zip(map(Path, paths), records, strict=True):
         target, data = record_path(results_dir, record), render(record)
@@ -125,7 +147,7 @@ def add(results_dir: Path, paths: list[Path] | tuple[Path, ...], *,
     return [AddOutcome(record, target, new) for record, target, _, new in plan]
 
 
-def _already_stored(target: Path, record: ResultRecord, data: bytes, source: Path) -> bool:
+def _already_stored(target: Path, record: Record, data: bytes, source: Path) -> bool:
     """True if ``target`` holds this record; DataError if it holds anything else."""
     try:
         existing = target.read_bytes()

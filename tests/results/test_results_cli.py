@@ -44,14 +44,14 @@ def test_add_then_add_again(env, tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert len(lines) == len(RECORDS) and all(line.startswith("added ") for line in lines)
-    assert "5 added, 0 already recorded" in proc.stderr
+    assert f"{len(RECORDS)} added, 0 already recorded" in proc.stderr
     before = _tree(results)
     proc = run_envgen("results", "add", str(RECORDS[0]), "--results-dir", str(results), "--json",
                       env=env)
     assert proc.returncode == 0, proc.stderr
     (out,) = json.loads(proc.stdout)
     assert out["added"] is False and (tmp_path / out["path"]).is_file()
-    assert set(out) == {"combination", "record_id", "path", "added"}
+    assert set(out) == {"combination", "record_id", "kind", "tier", "status", "path", "added"}
     assert _tree(results) == before
 
 
@@ -79,25 +79,54 @@ def test_add_with_a_bad_file_writes_nothing_and_lists_every_problem(env, tmp_pat
     assert not results.exists()
 
 
-def test_show_statuses(env, tmp_path):
+def test_add_with_a_bad_attempt_writes_nothing_and_lists_every_problem(env, tmp_path):
+    results = tmp_path / "results"
+    proc = run_envgen("results", "add", str(RECORDS[0]),
+                      str(INVALID / "attempt-many-problems.json"),
+                      str(INVALID / "attempt-inconsistent.json"), "--results-dir", str(results),
+                      env=env)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "envgen: error: 2 of 3 result file(s) invalid, 26 problem(s):" in proc.stderr
+    assert "attempt-many-problems.json: $.build.ops[0].status: 'passed' is not one of pass, " \
+           "fail, skip" in proc.stderr
+    assert "attempt-inconsistent.json: $.lock: a passing T1 attempt needs its lock" \
+        in proc.stderr
+    assert not results.exists()
+
+
+def test_show_tiers_and_statuses(env, tmp_path):
     results = tmp_path / "results"
     assert run_envgen("results", "add", *map(str, RECORDS), "--results-dir", str(results),
                       env=env).returncode == 0
     proc = run_envgen("results", "show", "--results-dir", str(results), "--json", env=env)
     assert proc.returncode == 0, proc.stderr
-    found = {s["combination"]: (s["status"], s["note"], s["records"])
-             for s in json.loads(proc.stdout)}
+    shown = {s["combination"]: s for s in json.loads(proc.stdout)}
+    found = {c: (s["tier"], s["status"], s["note"], s["records"]) for c, s in shown.items()}
     assert found["deepspeed-0.18.2-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64"] == (
-        "known-good", None, 2)
+        "T4", "known-good", None, 2)
     assert found["megatron-core-0.12.0-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64"] == (
-        "untested", "CPU only", 1)
+        "T2", "untested", "CPU only", 1)
+    ds = shown["deepspeed-0.18.2-torch2.9.0-cu128-py3.12-ubuntu22.04-x86_64"]
+    assert (ds["tier"], ds["tier_label"], ds["flavor"], ds["status"]) == (
+        "T1", "locked", "venv", "known-bad")
+    assert (ds["proof"]["kind"], ds["proof"]["tier"], ds["proof"]["status"]) == (
+        "attempt", "T1", "pass")
+    assert (ds["failed"]["tier"], ds["failed"]["error"]) == (
+        "T2", 'cpu_adam: error: identifier "__nv_bfloat162" is undefined')
+    assert ds["newest"] == ds["failed"] and (tmp_path / ds["proof"]["path"]).is_file()
+    assert ds["proof"]["machine"] == "2 CPUs, Debian GNU/Linux 12, no GPU"
     proc = run_envgen("results", "show", "--results-dir", str(results), env=env)
-    assert "known-bad" in proc.stdout and "untested (CPU only)" in proc.stdout
-    one = "colossalai-0.4.6-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64"
+    assert proc.stdout.splitlines()[0].split() == ["combination", "tier", "status", "records",
+                                                   "newest", "evidence"]
+    assert "T1 locked · T2 failed" in proc.stdout and "known-bad" in proc.stdout
+    assert "T2 built" in proc.stdout and "untested (CPU only)" in proc.stdout
+    one = "colossalai-0.4.6-torch2.5.1-cu118-py3.12-ubuntu22.04-x86_64"
     proc = run_envgen("results", "show", "--results-dir", str(results), "--combination", one,
                       "--json", env=env)
-    assert json.loads(proc.stdout) == [{"combination": one, "status": "untested", "note": None,
-                                        "records": 0, "date": None, "newest": None}]
+    assert json.loads(proc.stdout) == [{
+        "combination": one, "tier": "T0", "tier_label": "resolves", "flavor": None,
+        "status": "untested", "note": None, "records": 0, "date": None, "proof": None,
+        "failed": None, "newest": None}]
     proc = run_envgen("results", "show", "--combination", "nonsense", env=env)
     assert proc.returncode == 2 and "is not a combination id" in proc.stderr
 
@@ -140,8 +169,8 @@ def test_table_write(env, tmp_path):
         (GOLDEN / "compatibility.md").read_text()
     readme = (tmp_path / "README.md").read_text()
     assert readme.startswith("# demo\n\n<!-- envgen:table:start -->\n<!-- generated by envgen")
-    assert readme.endswith("untested; see the [full table](docs/compatibility.md).\n"
-                           "<!-- envgen:table:end -->\ntail\n")
+    assert readme.endswith("only resolve (T0); tiers and upstream citations: the [full table]"
+                           "(docs/compatibility.md).\n<!-- envgen:table:end -->\ntail\n")
     proc = run_envgen("table", "--write", "--results-dir", "matrix/results", "--json", env=env)
     assert json.loads(proc.stdout)["unchanged"] == ["docs/compatibility.md",
                                                     "docs/compatibility.json", "README.md"]

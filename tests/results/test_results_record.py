@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from results_data import INVALID, RECORDS
+from results_data import INVALID, VERIFY
 
 from envgen.errors import DataError
 from envgen.results.record import RecordError, ResultRecord, canonical_json, validate
@@ -17,7 +17,7 @@ def _load(path: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("path", RECORDS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", VERIFY, ids=lambda p: p.stem)
 def test_fixture_records_are_valid_and_round_trip(path):
     data = _load(path)
     assert validate(data) == []
@@ -77,7 +77,7 @@ def test_from_dict_raises_a_data_error_listing_all_problems():
     (True, "$.schema: expected 1, got True"),
 ])
 def test_other_schemas_are_refused_without_guessing(schema, message):
-    data = _load(RECORDS[0]) | {"schema": schema, "status": "maybe"}
+    data = _load(VERIFY[0]) | {"schema": schema, "status": "maybe"}
     assert [str(p) for p in validate(data)] == [message]
 
 
@@ -109,12 +109,12 @@ def test_not_an_object(value, message):
      "$.durations.total: expected seconds (a number), got a boolean"),
 ])
 def test_single_field_problems(field, value, message):
-    data = _load(RECORDS[0]) | {field: value}
+    data = _load(VERIFY[0]) | {field: value}
     assert [str(p) for p in validate(data)] == [message]
 
 
 def test_record_id_is_the_sha256_of_canonical_json():
-    data = _load(RECORDS[0])
+    data = _load(VERIFY[0])
     record = ResultRecord.from_dict(data)
     canonical = json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert canonical_json(record.to_dict()) == canonical.encode()
@@ -122,7 +122,7 @@ def test_record_id_is_the_sha256_of_canonical_json():
 
 
 def test_record_id_ignores_key_order_and_number_spelling():
-    data = _load(RECORDS[0])
+    data = _load(VERIFY[0])
     shuffled = dict(reversed(list(data.items())))
     shuffled["tools"] = dict(reversed(list(data["tools"].items())))
     shuffled["durations"] = {k: int(v) if v == int(v) else v
@@ -133,7 +133,45 @@ def test_record_id_ignores_key_order_and_number_spelling():
 
 
 def test_gpu_evidence_property():
-    by_name = {p.stem: ResultRecord.from_dict(_load(p)) for p in RECORDS}
+    by_name = {p.stem: ResultRecord.from_dict(_load(p)) for p in VERIFY}
     assert by_name["ds-gpu-pass"].on_gpus
     assert not by_name["megatron-cpu-pass"].on_gpus  # gloo, no GPU
     assert not by_name["ds-gpu-fail-older"].on_gpus  # GPUs, but no smoke test
+
+
+def test_the_surface_both_record_kinds_share():
+    by_name = {p.stem: ResultRecord.from_dict(_load(p)) for p in VERIFY}
+    found = {name: (r.kind, r.tier, r.flavor, r.envgen_version, r.machine_summary, r.error,
+                    r.seconds, r.image_size_bytes, r.on_gpu) for name, r in by_name.items()}
+    assert found == {
+        "colossalai-gpu-fail": (
+            "verify", "T4", None, "0.1.0", "2× NVIDIA H200, driver 570.124.06",
+            "rank 1: engine_steps: loss did not decrease: 6.91 → 6.93 after 4 steps", 160.5,
+            None, True),
+        "ds-gpu-fail-older": (
+            "verify", "T3", None, "0.1.0", "8× NVIDIA H200, driver 570.124.06",
+            "fused_adam: nvcc fatal: unsupported gpu architecture 'compute_100'", 71.25, None,
+            True),
+        "ds-gpu-pass": ("verify", "T4", None, "0.1.0", "8× NVIDIA H200, driver 570.124.06",
+                        None, 361.5, None, True),
+        "ds-older-release-gpu-pass": (
+            "verify", "T4", None, "0.1.0", "4× NVIDIA A100-SXM4-80GB, driver 535.104.05", None,
+            77.0, None, True),
+        "megatron-cpu-pass": ("verify", "T2", None, "0.1.0", "CPU run, no GPU", None, 26.5,
+                              None, False),
+    }
+    record = by_name["ds-gpu-pass"]
+    assert record.finished_at.isoformat() == "2026-03-02T10:15:42+00:00"
+
+
+def test_a_failed_run_without_a_failing_check_still_has_an_error_line():
+    data = _load(VERIFY[0])
+    for check in data["smoke"]["checks"]:
+        check["status"] = "pass"
+    assert ResultRecord.from_dict(data).error == \
+        "the run failed (no op or smoke check did; see the log)"
+    data["ops"][0] |= {"status": "fail", "message": "\n  first line\nsecond line"}
+    assert ResultRecord.from_dict(data).error == "fused_optim: first line"
+    data["ops"][0]["message"] = ""
+    assert ResultRecord.from_dict(data).error == "fused_optim: failed"
+    assert ResultRecord.from_dict(data | {"status": "pass", "ops": []}).error is None

@@ -9,12 +9,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from results_data import INVALID, RECORDS
+from results_data import ATTEMPTS, INVALID, RECORDS, VERIFY, load_json
 
 from envgen.errors import DataError, FilesystemError, UsageError
 from envgen.results import add, load
+from envgen.results.attempt import AttemptRecord
 from envgen.results.record import RecordError, ResultRecord
-from envgen.results.store import record_path, render, write_atomic
+from envgen.results.store import parse_any, read_record_file, record_path, render, write_atomic
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -27,13 +28,18 @@ def test_add_stores_one_pretty_file_per_record_named_by_content(tmp_path):
     outcomes = add(results, RECORDS)
     assert [o.added for o in outcomes] == [True] * len(RECORDS)
     for source, o in zip(RECORDS, outcomes, strict=True):
-        record = ResultRecord.from_dict(json.loads(source.read_text()))
-        assert o.record == record
+        data = json.loads(source.read_text())
+        kind = AttemptRecord if data["schema"] == "attempt/1" else ResultRecord
+        record = kind.from_dict(data)
+        assert type(o.record) is kind and o.record == record
         stamp = record.finished[:19].replace("-", "").replace(":", "")
         assert o.path == results / record.combination / f"{stamp}Z-{record.id[:12]}.json"
         text = o.path.read_text(encoding="utf-8")
-        assert text.endswith("}\n") and text.startswith('{\n  "schema": 1,\n  "combination": ')
-        assert json.loads(text) == record.to_dict()
+        first = '{\n  "schema": 1,\n  "combination": ' if kind is ResultRecord else \
+            '{\n  "schema": "attempt/1",\n  "tier": '
+        assert text.endswith("}\n") and text.startswith(first)
+        assert json.loads(text) == record.to_dict() == data
+    assert {type(o.record) for o in outcomes} == {AttemptRecord, ResultRecord}
     assert sorted(_files(results)) == sorted(
         o.path.relative_to(results).as_posix() for o in outcomes)
 
@@ -125,13 +131,16 @@ def test_a_bad_file_among_good_ones_writes_nothing_and_names_every_problem(tmp_p
     assert f"{tmp_path / 'missing.json'}: $: no such file" in err.message
 
 
-def test_a_different_file_at_the_same_name_is_refused_before_anything_is_written(tmp_path):
-    record = ResultRecord.from_dict(json.loads(RECORDS[0].read_text()))
+@pytest.mark.parametrize("kind", ["verify", "attempt"])
+def test_a_different_file_at_the_same_name_is_refused_before_anything_is_written(tmp_path,
+                                                                                  kind):
+    paths = VERIFY if kind == "verify" else ATTEMPTS
+    record, _ = parse_any(load_json(paths[0]))
     squatter = record_path(tmp_path, record)
     squatter.parent.mkdir(parents=True)
     squatter.write_text('{"edited": true}\n')
     with pytest.raises(DataError, match="already exists with different content") as exc:
-        add(tmp_path, [RECORDS[1], RECORDS[0]])
+        add(tmp_path, [paths[1], paths[0]])
     assert "git checkout" in exc.value.hint
     assert _files(tmp_path) == {squatter.relative_to(tmp_path).as_posix():
                                 b'{"edited": true}\n'}
@@ -183,3 +192,53 @@ def test_load_refuses_a_record_under_the_wrong_name(tmp_path):
     with pytest.raises(DataError, match="stored under the wrong name; this record belongs at "):
         load(tmp_path)
     assert render(o.record) == moved.read_bytes()
+
+
+def test_both_kinds_are_read_by_their_schema(tmp_path):
+    for path in RECORDS:
+        record, problems = read_record_file(path)
+        assert problems == [] and record.kind == (
+            "attempt" if path in ATTEMPTS else "verify")
+    # a schema of neither kind is named, not guessed
+    for schema, message in [("attempt/9", "$.schema: schema 'attempt/9' is newer than this "
+                             "envgen reads ('attempt/1'); upgrade envgen"),
+                            (2, "$.schema: schema 2 is newer than this envgen reads (1); "
+                             "upgrade envgen"),
+                            ("1", "$.schema: expected 1, got '1'")]:
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(load_json(ATTEMPTS[0]) | {"schema": schema}))
+        assert [str(p) for p in read_record_file(bad)[1]] == [message]
+
+
+def test_a_bad_attempt_among_good_records_of_both_kinds_writes_nothing(tmp_path):
+    results = tmp_path / "results"
+    inputs = [VERIFY[0], ATTEMPTS[0], INVALID / "attempt-inconsistent.json", ATTEMPTS[1]]
+    with pytest.raises(RecordError) as exc:
+        add(results, inputs)
+    assert not results.exists()
+    assert list(exc.value.problems) == [str(inputs[2])]
+    assert exc.value.message.startswith("1 of 4 result file(s) invalid, 5 problem(s):\n")
+    assert f"{inputs[2]}: $.build: must be null for a T1 (lock) attempt" in exc.value.message
+
+
+def test_mixed_kinds_load_in_order_and_the_same_attempt_is_stored_once(tmp_path):
+    outcomes = add(tmp_path, [*ATTEMPTS, *VERIFY, ATTEMPTS[0]])
+    assert [o.added for o in outcomes] == [True] * len(RECORDS) + [False]
+    stored = load(tmp_path)
+    assert len(stored) == len(RECORDS)
+    assert {s.record.kind for s in stored} == {"attempt", "verify"}
+    keys = [(s.record.combination, s.record.finished_at) for s in stored]
+    assert keys == sorted(keys)
+    assert all(s.path == record_path(tmp_path, s.record) for s in stored)
+    assert all(s.path.read_bytes() == render(s.record) for s in stored)
+
+
+def test_load_names_a_corrupt_attempt_record(tmp_path):
+    (o,) = add(tmp_path, [p for p in ATTEMPTS if p.stem == "ds-t1-lock-pass"])
+    data = json.loads(o.path.read_text())
+    data["status"] = "fail"  # edited by hand: the error line is missing now
+    o.path.write_text(json.dumps(data))
+    with pytest.raises(RecordError) as exc:
+        load(tmp_path)
+    assert f"{o.path}: $.error: must be the first error line (a non-empty string) when status " \
+           "is 'fail'" in exc.value.message
