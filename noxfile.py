@@ -160,6 +160,48 @@ def smoke(session: nox.Session) -> None:
     _verify(session, "smoke", "all", record=True)
 
 
+# What `nox -s evidence` runs by default on a machine like envgen's own (no conda channels,
+# no download.pytorch.org, Docker without a registry): T1 for every framework × CUDA minor the
+# venv and os-package flavors can lock from PyPI, T2 on local Debian bases (the OS CUDA
+# toolkits: 11.8 on Debian 12, 12.4 on Debian 13).
+EVIDENCE_T1 = ["--tier", "T1", "--flavor", "venv", "--flavor", "os-package",
+               "--torch-index", "pypi"]
+EVIDENCE_BUILDS = ["os-package:debian-13=local/debian:trixie"]
+
+
+@nox.session(python=PYTHON, default=False)
+def evidence(session: nox.Session) -> None:
+    """Lock (T1) and build (T2) the newest combinations here and store a record of every
+    attempt in matrix/results/, then regenerate the table; commit both.
+
+    nox -s evidence                      # T1 cells, then T2 for each framework on Debian 13
+    nox -s evidence -- --tier T2 --framework deepspeed \
+        --build os-package:debian-12=local/debian:bookworm
+    Extra arguments replace the defaults (see `envgen evidence --help`). T2 needs dockerd and
+    the local bases (tests/support/docker-up.sh makes them); ENVGEN_CA_CERT names a proxy's
+    CA for the builds; ENVGEN_BUILD_ARGS="MAX_JOBS=8". A failed cell is recorded evidence
+    (known-bad), not a failed session; a skipped one (an unreachable index) fails it.
+    """
+    session.install("-e", ".")
+    common = ["--log-dir", "evidence-logs", "--docker-cli",
+              "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"]
+    for arg in os.environ.get("ENVGEN_BUILD_ARGS", "").split():
+        common += ["--build-arg", arg]
+    runs = [session.posargs] if session.posargs else [
+        EVIDENCE_T1,
+        ["--tier", "T2", "--torch-index", "pypi",
+         *(x for b in EVIDENCE_BUILDS for x in ("--build", b))]]
+    for args in runs:
+        if "T2" in args:
+            for build in EVIDENCE_BUILDS:
+                base = build.split("=", 1)[1]
+                if base.startswith("local/debian:"):
+                    session.run("bash", "tests/support/docker-up.sh", external=True,
+                                env={"ENVGEN_TEST_BASE": base})
+        session.run("envgen", "evidence", *args, *common, success_codes=[0, 1])
+    session.run("envgen", "table", "--write")
+
+
 @nox.session(python=PYTHON, default=False)
 def publish(session: nox.Session) -> None:
     """Store the records in results/ and regenerate the compatibility table.

@@ -1,12 +1,17 @@
 """Prove the framework's ops were compiled into the image (run by the Dockerfile's builder).
 
 Copied from envgen's images/check-ops.py by `envgen make --image`. Standard library only.
-Usage: python check-ops.py FRAMEWORK OP [OP ...]   exit 0: every op is there, 1: not.
+Usage: python check-ops.py CHECK OP [OP ...]   exit 0: every op is there, 1: not.
+       python check-ops.py --import CHECK OP [OP ...]   also load each compiled op into this
+           Python (after torch) and print one JSON list of {name, status, message}: what
+           `envgen evidence` records for a built image (run inside the runtime image).
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import json
 import pathlib
 import sys
 
@@ -59,8 +64,57 @@ def modules(ops: list[str]) -> list[str]:
 
 CHECKS = {"deepspeed": deepspeed, "modules": modules}
 
+# A library only a machine with the NVIDIA driver has: an op linked to it cannot load on a
+# GPU-less builder, which says nothing about the op (DeepSpeed's async_io links -lcuda).
+DRIVER_ONLY = ("libcuda.so", "libnvidia-ml.so")
+
+
+def _module_of(lib: pathlib.Path) -> str:
+    """deepspeed/ops/adam/fused_adam_op.cpython-311-x86_64-linux-gnu.so → its dotted name."""
+    for root in map(pathlib.Path, sys.path):
+        try:
+            rel = lib.relative_to(root.resolve()) if root.is_dir() else None
+        except ValueError:
+            continue
+        if rel is not None:
+            return ".".join((*rel.parent.parts, rel.name.split(".")[0]))
+    raise LookupError(f"{lib} is not under sys.path")
+
+
+def _load(name: str) -> dict:
+    try:
+        importlib.import_module(name)
+    except Exception as exc:  # noqa: BLE001 - every failure is the op's result
+        text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        if any(lib in text for lib in DRIVER_ONLY):
+            return {"status": "skip", "message": f"needs the NVIDIA driver to load: {text}"}
+        return {"status": "fail", "message": text}
+    return {"status": "pass", "message": ""}
+
+
+def load_ops(check: str, ops: list[str]) -> list[dict]:
+    """Import each op's compiled module (torch first, as the frameworks do)."""
+    import torch  # noqa: F401 - the ops link against torch's libraries
+
+    results = []
+    for op in ops:
+        if check == "deepspeed":
+            libs = _files("deepspeed", f"{op}_op*.so")
+            names = [_module_of(libs[0].resolve())] if libs else []
+        else:
+            names = [spec.name for spec in map(_compiled, op.split("|")) if spec is not None]
+        if not names:
+            results.append({"name": op, "status": "fail", "message": "no compiled module"})
+            continue
+        results.append({"name": op, "module": names[0], **_load(names[0])})
+    return results
+
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--import"] and len(argv) >= 3 and argv[1] in CHECKS:
+        results = load_ops(argv[1], argv[2:])
+        print(json.dumps(results))
+        return 1 if any(r["status"] == "fail" for r in results) else 0
     if len(argv) < 2 or argv[0] not in CHECKS:
         print(f"usage: check-ops.py {{{','.join(CHECKS)}}} OP [OP ...]", file=sys.stderr)
         return 2

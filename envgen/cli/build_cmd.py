@@ -69,7 +69,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _build_args(values: list[str]) -> dict[str, str]:
+def parse_build_args(values: list[str]) -> dict[str, str]:
     out = {}
     for v in values:
         key, sep, val = validate.text(v, "--build-arg", "--build-arg").partition("=")
@@ -96,7 +96,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         tags=tuple(validate.image_ref(t, "--tag", "--tag") for t in args.tag), push=args.push,
         ca_certs=tuple(ca), engine=ctx.setting(args, "engine") or "sdk",
         network=validate.name(args.network, "--network", "--network") if args.network else None,
-        build_args=_build_args(args.build_arg), target=args.target, force=args.force,
+        build_args=parse_build_args(args.build_arg), target=args.target, force=args.force,
         no_cache=args.no_cache, docker_cli=ctx.setting(args, "docker-cli") or "docker")
     result = build_image(lock_dir, options, progress=ctx.progress,
                          log=ctx.debug if ctx.verbose else None)

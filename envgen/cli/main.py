@@ -23,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from envgen import __version__
 from envgen.cli import (
     build_cmd,
+    evidence_cmd,
     install_cmd,
     make_cmd,
     matrix_github,
@@ -115,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     install_cmd.register(sub, common)
     build_cmd.register(sub, common)
     results_cmd.register(sub, common)
+    evidence_cmd.register(sub, common)
     table_cmd.register(sub, common)
     verify_cmd.register(sub, common)
     matrix = sub.add_parser(

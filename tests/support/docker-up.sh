@@ -3,7 +3,8 @@
 #   1. Debian's docker.io, containerd, runc, debootstrap and docker-registry (apt, if missing)
 #   2. dockerd on unix:///var/run/docker.sock (started in the background if not answering)
 #   3. local/debian:bookworm, a minbase debootstrap imported as an image (Docker Hub is not
-#      reachable from CI or the dev machines, so tests build FROM this)
+#      reachable from CI or the dev machines, so tests build FROM this); ENVGEN_TEST_BASE=
+#      local/debian:trixie makes that suite's instead (the tag is the Debian suite)
 #   4. a registry on 127.0.0.1:5000 (filesystem storage, no auth)
 # Used by .ci/run and by the tests' session fixture (tests/support/docker_env.py).
 # Needs root (apt, dockerd). Prints one line per step; exits non-zero with the reason.
@@ -40,10 +41,11 @@ if ! $DOCKER image inspect "$BASE" >/dev/null 2>&1; then
     mirror=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null \
              || true)
     mirror=${mirror:-http://deb.debian.org/debian}
-    root="$STATE/bookworm"
+    suite=${BASE##*:}
+    root="$STATE/$suite"
     rm -rf "$root"
-    log "debootstrap bookworm from $mirror (about a minute)"
-    debootstrap --variant=minbase bookworm "$root" "$mirror" >"$STATE/debootstrap.log" 2>&1 \
+    log "debootstrap $suite from $mirror (about a minute)"
+    debootstrap --variant=minbase "$suite" "$root" "$mirror" >"$STATE/debootstrap.log" 2>&1 \
         || { tail -20 "$STATE/debootstrap.log" >&2; exit 1; }
     rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
     tar -C "$root" -c . | $DOCKER import - "$BASE" >/dev/null
