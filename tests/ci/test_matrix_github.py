@@ -66,7 +66,7 @@ def test_bad_cells_file_lists_every_problem(tmp_path):
         load_cells(p)
     msg = exc.value.message
     assert "cell[0].combination: 'nope' is not a combination id" in msg
-    assert "cell[1].flavor: 'docker' is not conda or venv" in msg
+    assert "cell[1].flavor: 'docker' is not conda, venv or os-package" in msg
     assert "cell[1]: unknown key(s) colour" in msg
     assert f"cell[2]: {A} is listed twice" in msg
 
