@@ -645,7 +645,7 @@ def test_manylinux_aliases_for_the_harvester(cli, matrix, tmp_path, value, fragm
 
 
 CELLS_DAMAGE = [  # (path, value, fragment)
-    (("cell", 0, "flavor"), "docker", "cell[0].flavor: 'docker' is not conda or venv"),
+    (("cell", 0, "flavor"), "docker", "cell[0].flavor: 'docker' is not conda, venv or os-package"),
     (("cell", 0, "combination"), 5, "cell[0].combination: 5 is not a combination id"),
     (("cell", 0, "combination"), "nope", "cell[0].combination: 'nope' is not a combination id"),
     (("cell", 0, "gpu_arch"), "sm90", "cell[0].gpu_arch: 'sm90' is not a GPU architecture"),
