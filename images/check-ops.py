@@ -81,26 +81,52 @@ def _module_of(lib: pathlib.Path) -> str:
     raise LookupError(f"{lib} is not under sys.path")
 
 
+def _failed(exc: Exception) -> dict:
+    text = f"{type(exc).__name__}: {exc}".splitlines()[0]
+    if any(lib in text for lib in DRIVER_ONLY):
+        return {"status": "skip", "message": f"needs the NVIDIA driver to load: {text}"}
+    return {"status": "fail", "message": text}
+
+
 def _load(name: str) -> dict:
     try:
         importlib.import_module(name)
-    except Exception as exc:  # noqa: BLE001 - every failure is the op's result
-        text = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        if any(lib in text for lib in DRIVER_ONLY):
-            return {"status": "skip", "message": f"needs the NVIDIA driver to load: {text}"}
-        return {"status": "fail", "message": text}
+    except Exception as exc:  # every failure is the op's result
+        return _failed(exc)
+    return {"status": "pass", "message": ""}
+
+
+def _load_deepspeed(op: str) -> dict:
+    """DeepSpeed's own loader, as a user's code calls it: a prebuilt op is imported by the
+    builder (which also makes the symbols other ops export visible, e.g. async_io needs
+    pin_memory's ``deepspeed_pin_tensor_t``); a bare ``import`` of the .so is not enough."""
+    from deepspeed.git_version_info import installed_ops
+    from deepspeed.ops.op_builder.all_ops import ALL_OPS
+
+    if not installed_ops.get(op) or op not in ALL_OPS:
+        return {"status": "fail", "message": "not prebuilt (it would JIT-compile at first use)"}
+    try:
+        ALL_OPS[op].load(verbose=False)
+    except Exception as exc:  # every failure is the op's result
+        return _failed(exc)
     return {"status": "pass", "message": ""}
 
 
 def load_ops(check: str, ops: list[str]) -> list[dict]:
-    """Import each op's compiled module (torch first, as the frameworks do)."""
+    """Load each op the way its framework does (torch first): DeepSpeed through its op
+    builders, the others by importing the compiled module."""
     import torch  # noqa: F401 - the ops link against torch's libraries
 
     results = []
     for op in ops:
         if check == "deepspeed":
             libs = _files("deepspeed", f"{op}_op*.so")
-            names = [_module_of(libs[0].resolve())] if libs else []
+            if not libs:
+                results.append({"name": op, "status": "fail", "message": "no compiled module"})
+                continue
+            results.append({"name": op, "module": _module_of(libs[0].resolve()),
+                            **_load_deepspeed(op)})
+            continue
         else:
             names = [spec.name for spec in map(_compiled, op.split("|")) if spec is not None]
         if not names:

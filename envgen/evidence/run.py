@@ -63,7 +63,9 @@ def first_error(lines: list[str], fallback: str | None = None) -> str:
     return (hit or fallback or (text[-1] if text else "failed without output"))[:500]
 
 
-_CAUSES = (_BECAUSE, _ERROR)
+# a Python exception's own line ("RuntimeError: No CUDA GPUs are available") names the cause
+_EXCEPTION = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Exit): \S")
+_CAUSES = (_EXCEPTION, _BECAUSE, _ERROR)
 
 
 class _Log:
@@ -122,11 +124,13 @@ def run_cell(cell: Cell, facts: Facts, sources: dict[str, str], options: RunOpti
     except (EnvgenError, _OpsFailed, subprocess.TimeoutExpired) as exc:
         tail = getattr(exc, "tail", None) or []
         for line in tail:
-            log(line)
+            if line not in log.lines[-len(tail):]:  # the build log already holds it
+                log(line)
         lines = str(getattr(exc, "message", exc)).splitlines() or [type(exc).__name__]
         for line in lines:
             log.say(f"  failed: {line}" if line is lines[0] else f"  {line}")
-        record["error"] = first_error([*tail, *lines], fallback=lines[0].strip())
+        # the whole log: a build's cause is often far above its last lines
+        record["error"] = first_error([*log.lines, *lines], fallback=lines[0].strip())
     record["finished"] = _now()
     record["machine"] = machine(docker_version)
     record["log_digest"] = log.digest()
