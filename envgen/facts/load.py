@@ -295,6 +295,8 @@ def _semantics(file: str, doc: dict, errors: list[SchemaError], problems: _Probl
         for flavor in ("conda", "venv"):
             for path, r in s.rows(flavor, "cuda"):
                 s.spec(r, path, "cuda")
+        for path, r in s.rows("build_for_torch"):
+            s.spec(r, path, "torch")
 
 
 # ------------------------------------------------------------------------------ building
@@ -439,6 +441,8 @@ def _toolchain(doc: dict | None) -> Toolchain | None:
         venv_cuda=_cuda_rules(venv.get("cuda", [])),
         venv_os_packages={k: tuple(v) for k, v in venv.get("os_packages", {}).items()},
         build_requires={k: tuple(v["requirements"]) for k, v in doc.get("build", {}).items()},
+        build_for_torch=tuple((r["torch"], tuple(r["requirements"]))
+                              for r in doc.get("build_for_torch", ())),
         os_package_os_packages={k: tuple(v) for k, v in
                                 doc.get("os-package", {}).get("os_packages", {}).items()},
         os_package_home=dict(doc.get("os-package", {}).get("cuda_home", {})),

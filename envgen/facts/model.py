@@ -168,6 +168,8 @@ class Toolchain:
     venv_os_packages: dict[str, tuple[str, ...]]
     # framework → Python packages its ops build needs, locked so builds skip build isolation
     build_requires: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # (torch specifier, requirements): what the ops build needs with those torch releases
+    build_for_torch: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # os-package flavor: OS family → packages besides the toolkit's own, and its CUDA_HOME
     os_package_os_packages: dict[str, tuple[str, ...]] = field(default_factory=dict)
     os_package_home: dict[str, str] = field(default_factory=dict)
@@ -175,6 +177,13 @@ class Toolchain:
     FLAVORS = ("conda", "venv", "os-package")
     # the flavors whose CUDA compiler comes with the OS, not per torch CUDA from a rule
     OS_FLAVORS = ("os-package",)
+
+    def build_requirements(self, framework: str, torch: str) -> tuple[str, ...]:
+        """The Python packages the framework's ops build needs with this torch release."""
+        public = torch.split("+", 1)[0]
+        extra = [r for spec, reqs in self.build_for_torch if spec_contains(spec, public)
+                 for r in reqs]
+        return tuple(dict.fromkeys((*self.build_requires.get(framework, ()), *extra)))
 
     def rule(self, flavor: str, cuda: str) -> CudaRule | None:
         """The rule that supplies CUDA ``cuda`` for ``flavor``, or None if it cannot (the

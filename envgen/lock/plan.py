@@ -163,7 +163,7 @@ def make_plan(facts: Facts, combo: Combination, options: LockOptions,
     index, extras = index_urls(sources, combo, options)
     env: dict[str, str] = {}
     requirements = [combo.torch_pin, f"{combo.framework}=={combo.framework_version}",
-                    *tc.build_requires.get(combo.framework, ())]
+                    *tc.build_requirements(combo.framework, combo.torch)]
     if flavor == "conda":
         gcc = conda_gcc(facts, combo)
         values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=gcc,
@@ -223,7 +223,7 @@ def _os_package_plan(facts: Facts, combo: Combination, options: LockOptions,
                   release=combo.cuda)
     index, extras = index_urls(sources, combo, options)
     requirements = (combo.torch_pin, f"{combo.framework}=={combo.framework_version}",
-                    *tc.build_requires.get(combo.framework, ()))
+                    *tc.build_requirements(combo.framework, combo.torch))
     extra = tuple(_fill(p, **values) for p in tc.os_package_os_packages.get(family, ()))
     os_packages = tuple(dict.fromkeys((*toolkit.install, *extra)))
     pip = PipPlan(requirements=requirements, index_url=index, extra_index_urls=extras,
