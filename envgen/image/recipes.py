@@ -72,6 +72,7 @@ class Ops:
     ops: tuple[str, ...]
     check: str
     source: str
+    gpu_query_shim: bool = False  # images/sitecustomize.py answers torch.cuda's device queries
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +170,8 @@ def _build(doc: dict) -> Recipes:
                     env=dict(t.get("env", {})), build_only=tuple(t.get("build_only", ())))
         for t in doc.get("venv_toolkit", []))
     ops = {name: Ops(framework=name, env=dict(o.get("env", {})), ops=tuple(o["ops"]),
-                     check=o["check"], source=o["source"])
+                     check=o["check"], source=o["source"],
+                     gpu_query_shim=bool(o.get("gpu_query_shim", False)))
            for name, o in doc.get("ops", {}).items()}
     portable = {arch: {k: v for k, v in flags.items() if k not in ("source", "note")}
                 for arch, flags in doc.get("portable", {}).items()}

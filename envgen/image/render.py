@@ -311,7 +311,13 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         files["image/prune-conda.py"] = (tpl / "prune-conda.py").read_text(encoding="utf-8")
         builder_pkgs = family.conda_builder
         cc, cxx = "gcc", "g++"
-    ops_env = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(ops.env.items()))
+    ops_files = ["image/framework.lock.txt", "image/check-ops.py"]
+    env = dict(ops.env)
+    if ops.gpu_query_shim:  # see images/sitecustomize.py
+        files["image/sitecustomize.py"] = (tpl / "sitecustomize.py").read_text(encoding="utf-8")
+        ops_files.append("image/sitecustomize.py")
+        env.update(ENVGEN_GPU_QUERY_SHIM="1", PYTHONPATH="/tmp/envgen")
+    ops_env = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
     ops_env += "\\\n    " if ops_env else ""
     fill_values = {
         "ID": c.id, "FLAVOR": inp.flavor, "VERSION": __version__, "REGENERATE": inp.regenerate,
@@ -331,7 +337,7 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "TOOLKIT_SETUP": "RUN " + " \\\n && ".join(setup) if setup else "",
         "OPS_ENV": ops_env, "CC": cc, "CXX": cxx,
         "CCACHE": "CCACHE_DIR=/root/.cache/ccache " if uses_ccache else "",
-        "CHECK": ops.check, "PRUNE": prune or "true",
+        "CHECK": ops.check, "PRUNE": prune or "true", "OPS_FILES": " ".join(ops_files),
         "BUILD_ONLY_NOTE": " ".join(prune_names) or "nothing",
         "ENV_KEY": "CONDA_PREFIX" if inp.flavor == "conda" else "VIRTUAL_ENV",
         "LABELS": _labels(inp, base_ref, base, arch_text, name.tag, ops.ops),
