@@ -254,7 +254,7 @@ def test_a_failure_does_not_stop_the_run(evidence_matrix, wheel_index, tmp_path)
     (["x.cu(3): error: identifier \"foo\" is undefined"],
      "x.cu(3): error: identifier \"foo\" is undefined"),
     (["Traceback (most recent call last):", "ImportError: libcuda.so.1"],
-     "Traceback (most recent call last):"),
+     "ImportError: libcuda.so.1"),  # the exception's own line, not the traceback header
     (["E:   Unable\tto   fetch"], "E: Unable to fetch"),  # whitespace folded
     (["gcc -Werror=return-type -c x.c", "0 warnings", "build step 7 stopped"],
      "build step 7 stopped"),  # -Werror is not an error line: the last line stands
@@ -414,9 +414,25 @@ def _site(tmp: Path) -> Path:
     op a real extension module: one loads, one fails in its init, one needs libcuda.so.1."""
     site = tmp / "site"
     for pkg in ("torch", "deepspeed", "deepspeed/ops", "deepspeed/ops/adam",
-                "deepspeed/ops/aio", "fw", "fw/_C"):
+                "deepspeed/ops/aio", "deepspeed/ops/op_builder", "fw", "fw/_C"):
         (site / pkg).mkdir(parents=True, exist_ok=True)
         (site / pkg / "__init__.py").write_text("")
+    # DeepSpeed's own loader, as check-ops.py calls it: installed_ops says what was prebuilt,
+    # ALL_OPS[name].load() imports the op's module (OpBuilder.load for a prebuilt op)
+    (site / "deepspeed/git_version_info.py").write_text(
+        "installed_ops = {'fused_adam': 1, 'cpu_adam': 1, 'async_io': 1,"
+        " 'transformer_inference': 1}\n")
+    (site / "deepspeed/ops/op_builder/all_ops.py").write_text(
+        "import importlib\n"
+        "class Builder:\n"
+        "    def __init__(self, module):\n"
+        "        self.module = module\n"
+        "    def load(self, verbose=True):\n"
+        "        return importlib.import_module(self.module)\n"
+        "ALL_OPS = {'fused_adam': Builder('deepspeed.ops.adam.fused_adam_op'),\n"
+        "           'cpu_adam': Builder('deepspeed.ops.adam.cpu_adam_op'),\n"
+        "           'async_io': Builder('deepspeed.ops.aio.async_io_op'),\n"
+        "           'transformer_inference': Builder('deepspeed.ops.transformer.inference.x')}\n")
     extmod.extension(site / "deepspeed/ops/adam", "fused_adam_op")
     extmod.extension(site / "deepspeed/ops/adam", "cpu_adam_op",
                      fail="cpu_adam_op: undefined symbol _ZN3c10")
