@@ -85,7 +85,7 @@ class CombinationEvidence:
     proof: StoredRecord | None  # the newest passing record of that tier (None at T0)
     failed: StoredRecord | None  # the newest failed record at a tier above ``tier``
     status: str  # known-good | known-bad | untested
-    note: str | None  # why untested despite passing records: "CPU only", "no GPU check"
+    note: str | None  # why a verify run is not GPU evidence: "CPU only", "no GPU check"
     records: int
     newest: StoredRecord | None
 
@@ -142,7 +142,11 @@ def evidence_of(combination: str, records: Iterable[StoredRecord]) -> Combinatio
         status = KNOWN_GOOD
     else:
         status = UNTESTED
-        note = "no GPU check" if any(s.record.on_gpu for s in passes) else "CPU only"
+        # a verify run says why it is not GPU evidence; lock/build attempts never are (the
+        # tier says how far they got)
+        verified = [s for s in passes if s.record.kind == "verify"]
+        note = ("no GPU check" if any(s.record.on_gpu for s in verified)
+                else "CPU only" if verified else None)
     return CombinationEvidence(combination=combination, tier=tier, proof=proof, failed=failed,
                                status=status, note=note, records=len(mine), newest=newest)
 

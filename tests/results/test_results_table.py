@@ -111,7 +111,7 @@ def test_each_row_has_its_tier_the_record_proving_it_and_what_failed(table):
         "deepspeed-0.16.4-torch2.5.1-cu121-py3.11-debian12-x86_64":
             ("T4", "multi-GPU", None, "known-good", None, [("T4", "pass")]),
         "megatron-core-0.12.0-torch2.7.1-cu126-py3.12-ubuntu22.04-x86_64":
-            ("T2", "built", "conda", "untested", "CPU only", [("T2", "pass")]),
+            ("T2", "built", "conda", "untested", None, [("T2", "pass")]),
         "megatron-core-0.12.0-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64":
             ("T2", "built", None, "untested", "CPU only", [("T2", "pass")]),
         "colossalai-0.4.6-torch2.5.1-cu124-py3.12-ubuntu22.04-x86_64":
