@@ -38,6 +38,7 @@ ENGINES = ("sdk", "buildkit")
 TAIL = 40
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_DISK_FULL = re.compile(r"no space left on device", re.IGNORECASE)
 _BK_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?\s*(\d+)/(\d+)\] (.*)$")
 
 
@@ -225,6 +226,11 @@ def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None],
             continue
         if log is not None and kind == "log":
             log(text)
+        if kind == "error" and _DISK_FULL.search(text):  # the machine's, not the recipe's
+            raise DaemonError(f"the Docker daemon ran out of disk space at {step or 'the start'}"
+                              f": {text}", hint="free space where dockerd keeps its data (`docker "
+                              "system df`; `docker image prune`, `docker builder prune`), then "
+                              "run the build again")
         if kind == "error":
             raise BuildFailed(
                 f"the build failed at {step or 'the start'}: {text}", step=step,

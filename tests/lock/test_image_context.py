@@ -86,6 +86,20 @@ def test_follow_prints_steps_and_returns_the_image():
     assert lines[1].startswith("  done in ")
 
 
+def test_a_full_disk_is_the_daemons_problem_not_the_recipes():
+    """Evidence runs must not record a full disk as a broken combination: exit 4, not 1."""
+    from envgen.errors import DaemonError
+
+    error = ("Error processing tar file(exit status 1): write /opt/env/lib/libcublasLt.so.11: "
+             "no space left on device")
+    stream = [{"stream": "Step 25/34 : COPY --from=pruned /opt/env /opt/env\n"},
+              {"errorDetail": {"message": error}, "error": error}]
+    with pytest.raises(DaemonError) as exc:
+        _follow(_sdk_lines(stream), lambda _m: None)
+    assert exc.value.exit_code == 4 and "ran out of disk space at step 25/34" in exc.value.message
+    assert "docker system df" in exc.value.hint
+
+
 def test_follow_reports_the_failing_step_with_the_tail():
     stream = [{"stream": "Step 1/3 : FROM x\n"}, {"stream": "Step 2/3 : RUN pip install y\n"},
               {"stream": "ERROR: No matching distribution found for y\n"},
