@@ -48,6 +48,18 @@ def deepspeed_with_ops(out, build) -> object:
         "deepspeed/__init__.py": "__version__ = '0.18.2'\n",
         "deepspeed/git_version_info.py": f"installed_ops = { {op: True for op in OPS} }\n",
         "deepspeed/ops/__init__.py": "",
+        # DeepSpeed's own loader, which check-ops.py --import calls: ALL_OPS[name].load()
+        # imports a prebuilt op's module (OpBuilder.load)
+        "deepspeed/ops/op_builder/__init__.py": "",
+        "deepspeed/ops/op_builder/all_ops.py": (
+            "import importlib\n"
+            "class Builder:\n"
+            "    def __init__(self, module):\n"
+            "        self.module = module\n"
+            "    def load(self, verbose=True):\n"
+            "        return importlib.import_module(self.module)\n"
+            "ALL_OPS = {" + ", ".join(f"{op!r}: Builder('deepspeed.ops.{folder}.{op}_op')"
+                                     for op, folder in OPS.items()) + "}\n"),
     }
     for op, folder in OPS.items():
         files[f"deepspeed/ops/{folder}/__init__.py"] = ""
