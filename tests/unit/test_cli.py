@@ -5,22 +5,14 @@ import subprocess
 import sys
 
 import pytest
+from support.run import in_process
 
 from envgen import __version__
-from envgen.cli.main import main
 
 
 @pytest.fixture
 def run(fixture_matrix, capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)  # no envgen.toml / pyproject.toml from the checkout
-    monkeypatch.setenv("ENVGEN_MATRIX_DIR", str(fixture_matrix))
-
-    def _run(*argv):
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
+    return in_process(fixture_matrix, capsys, monkeypatch, tmp_path)
 
 
 def test_resolve_table_explains_choice(run):

@@ -14,8 +14,8 @@ from collections import Counter
 import pytest
 from packaging.version import Version
 from support.os_package_env import extend_for_os_package
+from support.run import in_process
 
-from envgen.cli.main import main
 from envgen.errors import InfeasibleError, UsageError
 from envgen.evidence.cells import BuildTarget, build_cells, lock_cells
 from envgen.facts import load_facts
@@ -234,15 +234,7 @@ def test_build_cells_torch_index_filter(ofacts):
 
 @pytest.fixture
 def run(os_matrix, capsys, monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)  # no envgen.toml / pyproject.toml from the checkout
-    monkeypatch.setenv("ENVGEN_MATRIX_DIR", str(os_matrix))
-
-    def _run(*argv):
-        code = main(list(argv))
-        out, err = capsys.readouterr()
-        return code, out, err
-
-    return _run
+    return in_process(os_matrix, capsys, monkeypatch, tmp_path)
 
 
 def test_plan_prints_the_cells(run):
