@@ -14,15 +14,11 @@ from pathlib import Path
 
 
 def _os_name() -> str:
-    """PRETTY_NAME of /etc/os-release (hand-read: a KEY="value" file, no library needed)."""
+    """PRETTY_NAME of /etc/os-release (the standard library reads it)."""
     try:
-        for line in Path("/etc/os-release").read_text(encoding="utf-8").splitlines():
-            key, _, value = line.partition("=")
-            if key == "PRETTY_NAME":
-                return value.strip().strip('"') or platform.system()
+        return platform.freedesktop_os_release().get("PRETTY_NAME") or platform.system()
     except OSError:
-        pass
-    return platform.system()
+        return platform.system()
 
 
 def _memory_gib() -> float:

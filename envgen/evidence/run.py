@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -100,7 +100,7 @@ def run_cell(cell: Cell, facts: Facts, sources: dict[str, str], options: RunOpti
     try:
         image = (ImageOptions(base=cell.base, gpu_archs=options.gpu_archs)
                  if cell.tier == "T2" else None)
-        lock_options = _replace(options.lock, flavor=cell.flavor, image=image)
+        lock_options = replace(options.lock, flavor=cell.flavor, image=image)
         log.say(f"[{cell.tier}] locking {cell.id} ({cell.flavor})")
         result = lock(facts, cell.combination, lock_options, sources, progress=log,
                       recipes=recipes)
@@ -141,12 +141,6 @@ def run_cell(cell: Cell, facts: Facts, sources: dict[str, str], options: RunOpti
 
 class _OpsFailed(Exception):
     pass
-
-
-def _replace(options: LockOptions, **changes) -> LockOptions:
-    from dataclasses import replace
-
-    return replace(options, **changes)
 
 
 def _client():

@@ -22,7 +22,14 @@ from datetime import datetime
 from typing import Any
 
 from envgen.resolve.combination import parse_combination_id
-from envgen.results.record import Image, Problem, RecordError, canonical_json, parse_time
+from envgen.results.record import (
+    SAFE_ID,
+    Image,
+    Problem,
+    RecordError,
+    canonical_json,
+    parse_time,
+)
 from envgen.schemas.check import check, load_schema
 
 SCHEMA = "attempt/1"
@@ -266,8 +273,7 @@ def _rules(d: dict) -> list[Problem]:
     problems of its own (each only where the values it compares have the right type)."""
     out: list[Problem] = []
     combination = d.get("combination")
-    if isinstance(combination, str) and re.match(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$",
-                                                 combination) \
+    if isinstance(combination, str) and SAFE_ID.match(combination) \
             and not parse_combination_id(combination):
         out.append(Problem("$.combination", f"{combination!r} is not a combination id such as "
                            "deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64"))

@@ -28,7 +28,7 @@ BACKENDS = ("nccl", "gloo")
 
 _DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
 _UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
-_SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -463,9 +463,9 @@ def _read(data: Any) -> tuple[ResultRecord | None, list[Problem]]:
     d = r.obj(data, "$", _FIELDS)
     if d is None:
         return None, r.problems
-    combination = r.string(d, "combination", "$", pattern=_SAFE_ID,
+    combination = r.string(d, "combination", "$", pattern=SAFE_ID,
                            shape="a combination id (only A-Z a-z 0-9 _ . -)")
-    if combination and _SAFE_ID.match(combination) and not parse_combination_id(combination):
+    if combination and SAFE_ID.match(combination) and not parse_combination_id(combination):
         r.add("$.combination", f"{combination!r} is not a combination id such as "
               "deepspeed-0.19.8-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64")
     values: dict[str, Any] = {"schema": SCHEMA, "combination": combination}
