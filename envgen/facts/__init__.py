@@ -1,23 +1,30 @@
-"""The facts envgen reasons with, loaded from the matrix/ data directory."""
+"""The facts stage: everything envgen knows, read from the matrix/ data directory.
 
-from envgen.facts.load import load_facts
-from envgen.facts.locate import find_matrix_dir
-from envgen.facts.model import (
-    CudaToolkit,
-    Facts,
-    FrameworkConstraint,
-    FrameworkRelease,
-    OSBase,
-    Policy,
-    Source,
-    TorchBuild,
-)
+Input: matrix/ (harvested/*.json from the package indexes, curated/*.toml with citations,
+sources.toml, cells.toml, results/) and the data directory. Output: typed, validated, frozen
+values: ``Facts`` (torch builds, framework releases, CUDA toolkits, OSes, policy, toolchain),
+the sources, the image recipes, upstream evidence and cells. ``Matrix`` (facts/matrix.py) is
+the one owner of those files; every other stage takes its values, never a path.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "load_facts": "load", "find_matrix_dir": "locate", "Matrix": "matrix",
+    **{name: "model" for name in ("CudaToolkit", "Facts", "FrameworkConstraint",
+                                  "FrameworkRelease", "OSBase", "Policy", "Source",
+                                  "TorchBuild")},
+}
 
 __all__ = [
     "CudaToolkit",
     "Facts",
     "FrameworkConstraint",
     "FrameworkRelease",
+    "Matrix",
     "OSBase",
     "Policy",
     "Source",
@@ -25,3 +32,11 @@ __all__ = [
     "find_matrix_dir",
     "load_facts",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Names are imported on first use: reading one matrix file loads only its module."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envgen.facts' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"envgen.facts.{module}"), name)

@@ -1,69 +1,382 @@
 """A compiled copy of loaded facts in the user's cache, so that a command does not parse and
 re-validate the matrix (~1.5 MB of JSON and TOML, ~40 ms) when nothing in it changed.
 
-The copy lives in ``<cache>/facts/<key>.pickle`` (``<cache>``: ``$ENVGEN_CACHE_DIR`` or
-``~/.cache/envgen``). The key covers envgen's version and the path, size and modification time
-of every data file read and of every schema it was checked against, so any edit, refresh or
-upgrade misses and the facts are read and checked again. Hand-written (no library caches
-arbitrary frozen dataclasses keyed by file stamps); pickle is safe here because envgen reads
-only what it wrote into the user's own cache directory. Anything wrong with the cache (missing,
-corrupt, unreadable, read-only, from another Python) is ignored: it only ever saves time.
-``ENVGEN_FACTS_CACHE=0`` turns it off.
+Input: the data files a load reads and the ``Facts`` built from them. Output: that ``Facts``
+again, read back in a few milliseconds.
+
+- **Key**: the SHA-256 of the content of every data file read (with its place: harvested or
+  curated, and name), of every schema file, of the facts package's own source and of envgen's
+  version. Content, not modification times: a ``git checkout``, a copy of the matrix or a
+  ``touch`` that leaves the bytes as they were still finds the copy; any edit, refresh or
+  upgrade misses it and the files are read and checked again. A file's hash is remembered
+  with its stat and reused while the stat is unchanged (as git's index does; see
+  :func:`key`), so an unchanged matrix costs a stat per file; hashing all of it costs ~1 ms
+  for today's matrix, ~12 ms for ten times as much (SHA-256 at ~1.8 GB/s here).
+- **Form**: ``<cache>/facts/<key>.pickle`` (``<cache>``: ``$ENVGEN_CACHE_DIR`` or
+  ``~/.cache/envgen``): a header, the main pickle, then parts read later (pickle protocol 5
+  out-of-band buffers, kept as slices of the one bytes object read). Dataclasses are stored
+  as (class, field values) and rebuilt by filling their slots, not through pickle's default
+  per-object ``__setstate__`` (3x slower). Of each framework release and torch build only
+  what the resolver reads of every record to pick candidates (names, versions, CUDA,
+  platform, Pythons) is in the main pickle; the rest is a part of its own, unpickled the
+  first time one of those fields is read (:class:`_LazyRelease`, :class:`_LazyBuild`:
+  subclasses that compare, hash, print, copy, pickle and ``dataclasses.replace`` as the
+  plain records, and read as fast once filled). One request reads the few records it walks:
+  today's matrix loads in ~1 ms (24 ms before), ten times as much in ~9 ms.
+
+Hand-written (no library caches arbitrary frozen dataclasses keyed by content hashes);
+pickle is safe here because envgen reads only what it wrote into the user's own cache
+directory. Anything wrong with the cache (missing, corrupt, unreadable, read-only, from
+another Python) is ignored: it only ever saves time. ``ENVGEN_FACTS_CACHE=0`` turns it off.
 """
 
 from __future__ import annotations
 
-import hashlib
+import io
 import os
 import pickle
+import time
 from pathlib import Path
 from typing import Any
 
-import envgen
-from envgen.atomic import write_file
-from envgen.config import cache_root
-from envgen.schemas.check import SCHEMA_DIR
+from envgen.facts.model import Facts, FrameworkRelease, TorchBuild
 
-FORMAT = 1  # bump when the pickled types change shape
+FORMAT = 2  # bump when the pickled form changes shape
 KEEP = 8  # compiled copies kept (matrix checkouts, data dirs, versions in use); older ones go
+_HERE = Path(__file__).resolve().parent
 
 
 def enabled() -> bool:
     return os.environ.get("ENVGEN_FACTS_CACHE", "1") != "0"
 
 
-def key(stamp: tuple) -> str:
-    """The cache key of a load whose data files are ``stamp`` (see :func:`load_facts`)."""
-    schemas = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size)
-                    for p in sorted(SCHEMA_DIR.glob("*.schema.json")))
-    raw = repr((FORMAT, envgen.__version__, stamp, schemas)).encode()
-    return hashlib.sha256(raw).hexdigest()[:32]
+def _code_files() -> list[Path]:
+    """What shapes the Facts besides the data: the schemas they are checked against and the
+    facts package that builds them (a source checkout changes them without a new version)."""
+    schemas = _HERE.parent / "schemas"
+    return sorted([*schemas.glob("*.schema.json"), schemas / "check.py", *_HERE.glob("*.py")])
+
+
+RACY_NS = 2_000_000_000  # a file changed this recently is hashed again next time (as git)
+
+
+def key(files: list[tuple[str, Path]]) -> str:
+    """The cache key of a load that reads ``files`` ((label, path) each: the label says where
+    the file is in the matrix, e.g. ``harvested/torch.json``). Raises OSError when a file
+    cannot be read (the load then reads it and reports the problem).
+
+    A file's hash is remembered with its stat (size, mtime, ctime, inode) in
+    ``<cache>/facts/hashes.memo`` and reused while that stat is unchanged, so an unchanged
+    matrix is not read to be hashed; any write changes the ctime (which no tool can set
+    back), and a file written less than RACY_NS before it was hashed is not remembered."""
+    from envgen import __version__
+
+    memo = _read_memo()
+    changed = False
+    h = _small_sha256(f"{FORMAT}\0{__version__}\0".encode())
+    for label, path in [*files, *(("code/" + p.name, p) for p in _code_files())]:
+        name = str(path)
+        st = os.stat(name)
+        stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
+        known = memo.get(name)
+        if known is not None and known[0] == stamp:
+            digest = known[1]
+        else:
+            import hashlib  # OpenSSL's SHA-256: fast on large files (loaded only here)
+
+            began = time.time_ns()
+            with open(name, "rb") as fh:
+                digest = hashlib.sha256(fh.read()).digest()
+            if max(st.st_mtime_ns, st.st_ctime_ns) < began - RACY_NS:
+                memo[name] = (stamp, digest)
+                changed = True
+        h.update(f"{label}\0".encode())
+        h.update(digest)
+    if changed:
+        _write_memo(memo)
+    return h.hexdigest()[:32]
+
+
+def _small_sha256(data: bytes):
+    """SHA-256 for the few bytes of the key itself, without loading OpenSSL (hashlib's
+    import does, ~2 ms) when the interpreter has its own (CPython's ``_sha256`` / ``_sha2``)."""
+    try:
+        from _sha256 import sha256  # CPython ≤ 3.11
+    except ImportError:
+        try:
+            from _sha2 import sha256  # CPython ≥ 3.12
+        except ImportError:  # pragma: no cover - other interpreters
+            from hashlib import sha256
+    return sha256(data)
+
+
+def _memo_path() -> Path:
+    from envgen.config import cache_root
+
+    return cache_root() / "facts" / "hashes.memo"
+
+
+def _read_memo() -> dict:
+    if not enabled():
+        return {}
+    try:
+        with _memo_path().open("rb") as fh:
+            memo = pickle.loads(fh.read())
+        return memo if isinstance(memo, dict) else {}
+    except Exception:
+        return {}
+
+
+def _write_memo(memo: dict) -> None:
+    if not enabled():
+        return
+    try:
+        from envgen.atomic import write_file
+
+        if len(memo) > 4096:  # many matrices seen: start again
+            memo.clear()
+        path = _memo_path()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, pickle.dumps(memo, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+    except Exception:
+        return
 
 
 def _path(name: str) -> Path:
+    from envgen.config import cache_root
+
     return cache_root() / "facts" / f"{name}.pickle"
 
 
 def read(name: str) -> Any | None:
+    """The copy stored under ``name``, or None (missing, unreadable, corrupt, turned off)."""
     if not enabled():
         return None
     try:
         with _path(name).open("rb") as fh:
-            return pickle.load(fh)
+            return loads(fh.read())
     except Exception:
         return None
 
 
 def write(name: str, facts: Any) -> None:
+    """Store ``facts`` under ``name`` (best effort) and drop all but the newest KEEP."""
     if not enabled():
         return
     try:
+        from envgen.atomic import write_file
+
         path = _path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_file(path, pickle.dumps(facts, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+        write_file(path, dumps(facts), durable=False)
         copies = sorted(path.parent.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns,
                         reverse=True)
         for old in copies[KEEP:]:
             old.unlink(missing_ok=True)
     except Exception:
         return
+
+
+# ----------------------------------------------------------------------------- the form
+
+_MAGIC = b"envgenF2"
+
+
+def dumps(facts: Any) -> bytes:
+    """The compiled form of ``facts`` (any picklable value; dataclasses get the fast form):
+    a header (magic, the length of the main pickle, the lengths of the parts read later),
+    the main pickle, then those parts (pickle protocol 5 out-of-band buffers)."""
+    parts: list[pickle.PickleBuffer] = []
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=5, buffer_callback=parts.append).dump(facts)
+    main = buf.getvalue()
+    raws = [p.raw() for p in parts]
+    head = b"".join([_MAGIC, len(main).to_bytes(8, "little"), len(raws).to_bytes(8, "little"),
+                     *(len(r).to_bytes(8, "little") for r in raws)])
+    return b"".join([head, main, *raws])
+
+
+def loads(data: bytes) -> Any:
+    """The value :func:`dumps` stored; the parts stay in ``data`` (no copies) until used."""
+    view = memoryview(data)
+    if view[:8] != _MAGIC:
+        raise ValueError("not a compiled facts file")
+    size, count = (int.from_bytes(view[i:i + 8], "little") for i in (8, 16))
+    at = 24 + 8 * count
+    lengths = [int.from_bytes(view[24 + 8 * i:32 + 8 * i], "little") for i in range(count)]
+    main, at = view[at:at + size], at + size
+    parts = []
+    for n in lengths:
+        parts.append(view[at:at + n])
+        at += n
+    if at != len(view):
+        raise ValueError("truncated or padded compiled facts file")
+    return pickle.loads(main, buffers=parts)
+
+
+_SETTERS: dict[type, tuple] = {}
+
+
+def _setters(cls: type) -> tuple:
+    """The slot setters of a dataclass's fields, in field order."""
+    found = _SETTERS.get(cls)
+    if found is None:
+        found = _SETTERS[cls] = tuple(cls.__dict__[name].__set__
+                                      for name in cls.__dataclass_fields__)
+    return found
+
+
+def _fields(cls: type) -> tuple[str, ...]:
+    return tuple(cls.__dataclass_fields__)
+
+
+def _rebuild(cls: type, values: tuple) -> Any:
+    """A dataclass instance with ``values`` in its slots (field order): what its ``__init__``
+    makes from the same values, without running it."""
+    obj = object.__new__(cls)
+    for put, value in zip(_SETTERS.get(cls) or _setters(cls), values, strict=True):
+        put(obj, value)
+    return obj
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, *args, lazy: bool = True, **kw) -> None:
+        super().__init__(*args, **kw)
+        self.lazy = lazy
+
+    def reducer_override(self, obj: Any) -> Any:
+        cls = type(obj)
+        if cls in _LAZY_OF and self.lazy:
+            lazy = _LAZY_OF[cls]
+            eager = tuple(getattr(obj, n) for n in lazy.EAGER)
+            blob = _dumps_eager(tuple(getattr(obj, n) for n in lazy.LAZY))
+            return _rebuild_lazy, (lazy, eager, pickle.PickleBuffer(blob))
+        if cls in _LAZY_BASE:  # a lazy record: store it as the plain record it stands for
+            return self.reducer_override(_LAZY_BASE[cls]._real(obj))
+        if _slotted(cls):
+            return _rebuild, (cls, tuple(getattr(obj, n) for n in cls.__dataclass_fields__))
+        return NotImplemented
+
+
+_SLOTTED: dict[type, bool] = {}
+
+
+def _slotted(cls: type) -> bool:
+    """A dataclass whose every field is a slot of its own (what :func:`_rebuild` fills)."""
+    known = _SLOTTED.get(cls)
+    if known is None:
+        fields = cls.__dict__.get("__dataclass_fields__")
+        known = _SLOTTED[cls] = isinstance(fields, dict) and all(
+            type(cls.__dict__.get(n)).__name__ == "member_descriptor" for n in fields)
+    return known
+
+
+def _dumps_eager(value: Any) -> bytes:
+    buf = io.BytesIO()
+    _Pickler(buf, protocol=5, lazy=False).dump(value)
+    return buf.getvalue()
+
+
+# ----------------------------------------------------------------------------- lazy records
+
+class _Lazy:
+    """Mixin for a record whose bulky fields (``LAZY``) stay pickled until first used. The
+    eager fields are in the record's own slots; the lazy slots are left empty, so the first
+    read of one falls through to ``__getattr__``, which fills them all from ``_blob``; later
+    reads are plain slot reads, as fast as on the plain record. Everything else behaves as the plain
+    record (``BASE``): equality and hash with plain records, repr, pickling and copying
+    (which give plain records), ``dataclasses.replace`` (which makes a plain record)."""
+
+    __slots__ = ()
+    BASE: type
+    EAGER: tuple[str, ...]
+    LAZY: tuple[str, ...]
+
+    def __new__(cls, *args: Any, **kw: Any) -> Any:  # dataclasses.replace(), copy
+        return cls.BASE(*args, **kw)
+
+    def __getattr__(self, name: str) -> Any:
+        """Called only for a slot not filled yet: fill the lazy ones from the blob (after
+        that, reading them is a plain slot read)."""
+        cls = type(self)
+        if name not in cls.LAZY or cls.BLOB_GETTER(self) is None:
+            raise AttributeError(f"{cls.BASE.__name__!r} object has no attribute {name!r}")
+        self._fill()
+        return cls.BASE.__dict__[name].__get__(self)
+
+    def _fill(self) -> None:
+        cls = type(self)
+        values = pickle.loads(cls.BLOB_GETTER(self))
+        for put, value in zip(cls.LAZY_SETTERS, values, strict=True):
+            put(self, value)
+        cls.BLOB_SETTER(self, None)
+
+    @classmethod
+    def _real(cls, obj: Any) -> Any:
+        """The plain record ``obj`` stands for."""
+        return _rebuild(cls.BASE, tuple(getattr(obj, n) for n in cls.BASE.__dataclass_fields__))
+
+    def _values(self) -> tuple:
+        return tuple(getattr(self, n) for n in type(self).BASE.__dataclass_fields__)
+
+    def __eq__(self, other: Any) -> Any:
+        base = type(self).BASE
+        if not isinstance(other, base):
+            return NotImplemented
+        if isinstance(other, _Lazy):
+            return self._values() == other._values()
+        return self._values() == tuple(getattr(other, n) for n in base.__dataclass_fields__)
+
+    def __hash__(self) -> int:
+        return hash(self._values())  # what the dataclass hashes: its field values
+
+    def __repr__(self) -> str:
+        return repr(type(self)._real(self))
+
+    def __reduce_ex__(self, protocol: Any) -> Any:  # pickled (and copied) as the plain record
+        base = type(self).BASE
+        return _plain, (base, {n: getattr(self, n) for n in base.__dataclass_fields__})
+
+    def __copy__(self) -> Any:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        import copy
+
+        return copy.deepcopy(type(self)._real(self), memo)
+
+
+def _lazy_class(base: type, eager: tuple[str, ...], name: str) -> type:
+    lazy = tuple(n for n in base.__dataclass_fields__ if n not in eager)
+    ns: dict[str, Any] = {"__slots__": ("_blob",), "BASE": base, "LAZY": lazy, "EAGER": eager,
+                          "__module__": __name__, "__qualname__": name}
+    cls = type(name, (_Lazy, base), ns)
+    cls.EAGER_SETTERS = tuple(base.__dict__[n].__set__ for n in eager)
+    cls.LAZY_SETTERS = tuple(base.__dict__[n].__set__ for n in lazy)
+    cls.BLOB_SETTER = cls.__dict__["_blob"].__set__
+    cls.BLOB_GETTER = cls.__dict__["_blob"].__get__
+    return cls
+
+
+# eager: what the resolver reads of every record to pick the candidates (engine.prepare)
+_LazyRelease = _lazy_class(FrameworkRelease, ("framework", "version"), "_LazyRelease")
+_LazyBuild = _lazy_class(TorchBuild, ("version", "cuda", "platform", "python", "nccl",
+                                      "curated", "index"), "_LazyBuild")
+_LAZY_OF = {FrameworkRelease: _LazyRelease, TorchBuild: _LazyBuild}
+_LAZY_BASE = {_LazyRelease: _LazyRelease, _LazyBuild: _LazyBuild}
+
+
+def _plain(cls: type, fields: dict) -> Any:
+    return cls(**fields)
+
+
+def _rebuild_lazy(cls: type, eager: tuple, blob: Any) -> Any:
+    obj = object.__new__(cls)
+    for put, value in zip(cls.EAGER_SETTERS, eager, strict=True):
+        put(obj, value)
+    cls.BLOB_SETTER(obj, blob)
+    return obj
+
+
+def is_facts(value: Any) -> bool:
+    return isinstance(value, Facts)

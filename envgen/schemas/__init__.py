@@ -1,7 +1,9 @@
 """JSON Schemas (draft 2020-12) of envgen's data files, and the validator that checks them.
 
-One ``<name>.schema.json`` per file: ``harvested-{torch,frameworks,cuda}``, ``curated-{os,cuda,
-torch,frameworks,policy,toolchain,images}``, ``sources``, ``cells`` (matrix/) and
-``lock-manifest`` (a lock's envgen.lock.json). :mod:`envgen.schemas.check` validates documents
-against the matrix schemas.
+One ``<name>.schema.json`` per format: ``harvested-{torch,frameworks,cuda,os-toolkits}``,
+``curated-{os,cuda,torch,frameworks,policy,toolchain,images,gpus,compilers,upstream}``,
+``sources``, ``cells`` (matrix/), ``lock-manifest`` (a lock's envgen.lock.json),
+``result-record`` and ``attempt-record`` (matrix/results/), and the others the package ships.
+:mod:`envgen.schemas.check` validates a document against one (fastjsonschema decides,
+jsonschema lists the problems); :mod:`envgen.schemas.read` reads a TOML data file.
 """

@@ -1,27 +1,33 @@
 """Validate a parsed data file (JSON, or TOML read with tomllib) against its JSON Schema.
 
-The schemas in this folder are ordinary draft 2020-12 schemas; the test suite checks them with
-``jsonschema`` (against the metaschema, and that both agree on every error). envgen itself does
-not use ``jsonschema`` here: validation is on the hot path of every command (each ``envgen
-resolve`` reads the harvested snapshot), and importing ``jsonschema`` (~75 ms) then validating
-the committed snapshot with it (~100 ms) would cost far more than the ~8 ms of a whole resolve;
-this validator takes ~2 ms for it (~6 ms in a fresh process, compiling the schemas included).
-Each schema is compiled once per process into plain Python closures for the keywords these
-schemas use (``type``, ``enum``,
-``const``, ``pattern``, ``minLength``, ``minimum``, ``maximum``, ``minItems``, ``uniqueItems``,
-``items``, ``properties``, ``required``, ``additionalProperties``, ``patternProperties``,
-``propertyNames``, ``allOf``, local ``$ref``); a schema using any other keyword is refused when
-compiled, so the two validators cannot silently disagree.
-
-Errors carry the JSON path of the value, the keyword it failed and the (sub)schema holding it;
-:meth:`SchemaError.message` says what is wrong using that subschema's ``description`` (or
+Input: a document and the name of a schema in this folder (``<name>.schema.json``, draft
+2020-12), optionally one of its ``$defs``. Output: every way the document breaks the schema, as
+:class:`SchemaError` values (the JSON path, the keyword, the value, the subschema), in document
+order; :meth:`SchemaError.message` says what is wrong using the subschema's ``description`` (or
 ``x-message``), e.g. ``'x' is not a CUDA major.minor ("12.1")``.
+
+Two libraries, each where it is fast (``benchmarks/bench_schemas.py`` measures both):
+``fastjsonschema`` decides whether a document is valid — it compiles a schema into Python code,
+~8× faster than ``jsonschema`` on the matrix and ~20× on a record — and stops at the first
+problem; only when a document is invalid does ``jsonschema`` (imported then) list every problem
+with its path. So both must agree: a schema may use only the keywords both implement alike
+(draft-07, which fastjsonschema implements, and 2020-12 differ elsewhere).
+
+Hand-written here, each for a measured reason: the keyword check (:func:`supported`: the two
+libraries must agree); rewriting a schema before fastjsonschema compiles it (:func:`_inline`:
+its code then checks the matrix ~1.7× faster and takes a third of the time to compile); and a
+cache of the code it generates (``<cache>/schemas/``, named by the schema's content; no library
+keeps it, and generating and compiling it costs 1–15 ms a schema a process). The cache only
+ever saves time.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import marshal
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
@@ -31,12 +37,27 @@ from typing import Any
 SCHEMA_DIR = Path(__file__).resolve().parent
 
 Path_ = tuple[str | int, ...]
-Check = Callable[[Any, Any, list], None]
 
-_ANNOTATIONS = {"$schema", "$id", "$defs", "$comment", "title", "description", "x-message"}
-_KEYWORDS = {"type", "enum", "const", "pattern", "minLength", "minimum", "maximum", "minItems",
-             "uniqueItems", "items", "properties", "required", "additionalProperties",
-             "patternProperties", "propertyNames", "allOf", "$ref"}
+FORMAT = 3  # bump when the way the fast validators are generated changes
+KEEP = 100  # compiled validators kept in the cache (envgen ships ~20 schemas)
+# keywords both libraries implement alike; ``$ref`` only local and without sibling keywords
+# (draft-07 ignores them, 2020-12 applies them), ``items`` only as one schema
+_KEYWORDS = frozenset({
+    "type", "enum", "const", "pattern", "minLength", "maxLength", "minimum", "maximum",
+    "minItems", "maxItems", "uniqueItems", "items", "properties", "required",
+    "additionalProperties", "patternProperties", "propertyNames", "allOf", "anyOf", "oneOf",
+    "not", "$ref"})
+_ANNOTATIONS = frozenset({"$schema", "$id", "$defs", "$comment", "title", "description",
+                          "examples"})  # and any "x-…" (x-message)
+_ONE = ("items", "additionalProperties", "propertyNames", "not")  # keywords holding a schema
+_MANY = ("allOf", "anyOf", "oneOf")  # … a list of schemas
+_NAMED = ("properties", "patternProperties", "$defs")  # … a name → schema table
+# errors at the same place: the type first, so a wrong type is reported before anything finer
+_RANK = {kw: i for i, kw in enumerate((
+    "type", "const", "enum", "pattern", "minLength", "maxLength", "minimum", "maximum",
+    "minItems", "maxItems", "uniqueItems", "items", "required", "properties",
+    "patternProperties", "additionalProperties", "propertyNames", "allOf", "anyOf", "oneOf",
+    "not", "false"))}
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,410 +115,224 @@ def where(path: Path_) -> str:
     return out
 
 
-# ------------------------------------------------------------------------------ compiling
-
-def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-_TYPES: dict[str, Callable[[Any], bool]] = {
-    "string": lambda v: isinstance(v, str),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and v.is_integer()),
-    "number": _is_number,
-    "boolean": lambda v: isinstance(v, bool),
-    "null": lambda v: v is None,
-    "array": lambda v: isinstance(v, list),
-    "object": lambda v: isinstance(v, dict),
-}
-
-
-def _equal(a: Any, b: Any) -> bool:
-    """JSON equality: true/false are not 1/0."""
-    if isinstance(a, bool) or isinstance(b, bool):
-        return a is b
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(_equal(x, y) for x, y in zip(a, b, strict=True))
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
-    if isinstance(a, (list, dict)) or isinstance(b, (list, dict)):
-        return False
-    return a == b
-
-
-def _unwind(p: Any) -> Path_:
-    """The internal path (``None`` for the root, else ``(parent, key)``) as a tuple."""
-    parts: list[str | int] = []
-    while p is not None:
-        p, key = p
-        parts.append(key)
-    return tuple(reversed(parts))
-
-
-def _err(out: list, p: Any, keyword: str, v: Any, s: dict, detail: Any = None) -> None:
-    out.append((p, keyword, v, s, detail))
-
-
-class _Compiler:
-    """Compiles a schema into checks ``check(value, path, out)`` that append
-    ``(path, keyword, value, subschema, detail)`` for each error; ``path`` is ``None`` for the
-    root and ``(parent path, key)`` below it (cheaper to build than tuples for every value)."""
-
-    def __init__(self, root: dict) -> None:
-        self.root = root
-        self.memo: dict[int, Check] = {}
-
-    def ref(self, ref: str) -> dict:
-        if not ref.startswith("#/"):
-            raise ValueError(f"only local $ref are supported, not {ref!r}")
-        node: Any = self.root
-        for part in ref[2:].split("/"):
-            node = node[part.replace("~1", "/").replace("~0", "~")]
-        return node
-
-    def compile(self, schema: Any) -> Check:
-        if schema is True:
-            return lambda v, p, out: None
-        if schema is False:
-            return lambda v, p, out: _err(out, p, "false", v, {})
-        key = id(schema)
-        if key in self.memo:
-            return self.memo[key]
-        slot: list[Check] = []
-        self.memo[key] = lambda v, p, out: slot[0](v, p, out)  # for recursive schemas
-        keywords = set(schema) - _ANNOTATIONS
-        unknown = keywords - _KEYWORDS
-        if unknown:
-            raise ValueError(f"schema keyword(s) {sorted(unknown)} are not supported")
-        fused = self._fused(schema, keywords)
-        checks = [fused] if fused is not None else [
-            c for c in (getattr(self, "_" + kw.lstrip("$"))(schema) for kw in _ORDER
-                        if kw in schema) if c is not None]
-        if len(checks) == 1:
-            run = checks[0]
-        else:
-            def run(v, p, out, checks=tuple(checks)):
-                for c in checks:
-                    c(v, p, out)
-        slot.append(run)
-        self.memo[key] = run
-        return run
-
-    # The common shapes (a string with a pattern, a list of items, a table of known keys) as
-    # one closure each: the same checks as the keyword methods below, fewer calls.
-    def _fused(self, s: dict, keywords: set[str]) -> Check | None:
-        kind = s.get("type")
-        nullable = isinstance(kind, list) and len(kind) == 2 and "null" in kind
-        base = next(k for k in kind if k != "null") if nullable else kind
-        if base == "string" and keywords <= {"type", "pattern", "minLength"}:
-            return self._string(s, nullable)
-        if base == "array" and keywords <= {"type", "items", "minItems", "uniqueItems"}:
-            return self._array(s, nullable)
-        if base == "object" and not nullable and keywords <= {
-                "type", "properties", "required", "additionalProperties", "patternProperties",
-                "propertyNames"}:
-            return self._object(s)
-        return None
-
-    def _string(self, s: dict, nullable: bool) -> Check:
-        search = re.compile(s["pattern"]).search if "pattern" in s else None
-        least = s.get("minLength", 0)
-        good: set[str] = set()  # strings that passed: a snapshot repeats most of its values
-
-        def check(v, p, out):
-            if isinstance(v, str):
-                if v in good:
-                    return
-                ok = True
-                if search is not None and search(v) is None:
-                    _err(out, p, "pattern", v, s)
-                    ok = False
-                if len(v) < least:
-                    _err(out, p, "minLength", v, s)
-                    ok = False
-                if ok and len(good) < 100_000:
-                    good.add(v)
-            elif not (nullable and v is None):
-                _err(out, p, "type", v, s)
-        return check
-
-    def _array(self, s: dict, nullable: bool) -> Check:
-        item = self.compile(s["items"]) if "items" in s else None
-        least = s.get("minItems", 0)
-        unique = self._uniqueItems(s) if s.get("uniqueItems") else None
-
-        def check(v, p, out):
-            if isinstance(v, list):
-                if len(v) < least:
-                    _err(out, p, "minItems", v, s)
-                if unique is not None:
-                    unique(v, p, out)
-                if item is not None:
-                    for i, x in enumerate(v):
-                        item(x, (p, i), out)
-            elif not (nullable and v is None):
-                _err(out, p, "type", v, s)
-        return check
-
-    def _object(self, s: dict) -> Check:
-        props = {k: self.compile(sub) for k, sub in s.get("properties", {}).items()}
-        pats = tuple((re.compile(k).search, self.compile(sub))
-                     for k, sub in s.get("patternProperties", {}).items())
-        required = tuple(s.get("required", ()))
-        extra = s.get("additionalProperties", True)
-        extra_check = None if isinstance(extra, bool) else self.compile(extra)
-        names = self.compile(s["propertyNames"]) if "propertyNames" in s else None
-        closed = extra is False
-        simple = not pats and names is None and extra_check is None
-
-        def check(v, p, out):
-            if not isinstance(v, dict):
-                _err(out, p, "type", v, s)
-                return
-            for name in required:
-                if name not in v:
-                    _err(out, p, "required", v, s, name)
-            unknown = []
-            if simple:  # properties only: the records of every matrix file
-                for k, x in v.items():
-                    sub = props.get(k)
-                    if sub is not None:
-                        sub(x, (p, k), out)
-                    elif closed:
-                        unknown.append(k)
-            else:
-                for k, x in v.items():
-                    sub = props.get(k)
-                    if sub is not None:
-                        sub(x, (p, k), out)
-                    matched = sub is not None
-                    for search, psub in pats:
-                        if search(k) is not None:
-                            psub(x, (p, k), out)
-                            matched = True
-                    if not matched:
-                        if extra_check is not None:
-                            extra_check(x, (p, k), out)
-                        elif closed:
-                            unknown.append(k)
-                    if names is not None:
-                        found: list = []
-                        names(k, p, found)
-                        for e in found:
-                            _err(out, p, "propertyNames", k, e[3])
-            if unknown:
-                _err(out, p, "additionalProperties", v, s, tuple(unknown))
-        return check
-
-    # one method per keyword: each returns a check, or None when the keyword is a no-op
-    def _ref(self, s: dict) -> Check:
-        return self.compile(self.ref(s["$ref"]))
-
-    def _type(self, s: dict) -> Check:
-        names = [s["type"]] if isinstance(s["type"], str) else list(s["type"])
-        preds = tuple(_TYPES[n] for n in names)
-
-        def check(v, p, out):
-            if not any(f(v) for f in preds):
-                _err(out, p, "type", v, s)
-        return check
-
-    def _enum(self, s: dict) -> Check:
-        options = tuple(s["enum"])
-        if all(isinstance(o, str) for o in options):
-            allowed = frozenset(options)
-
-            def check(v, p, out):
-                if not (isinstance(v, str) and v in allowed):
-                    _err(out, p, "enum", v, s)
-        else:
-            def check(v, p, out):
-                if not any(_equal(v, o) for o in options):
-                    _err(out, p, "enum", v, s)
-        return check
-
-    def _const(self, s: dict) -> Check:
-        const = s["const"]
-
-        def check(v, p, out):
-            if not _equal(v, const):
-                _err(out, p, "const", v, s)
-        return check
-
-    def _pattern(self, s: dict) -> Check:
-        search = re.compile(s["pattern"]).search
-
-        def check(v, p, out):
-            if isinstance(v, str) and search(v) is None:
-                _err(out, p, "pattern", v, s)
-        return check
-
-    def _minLength(self, s: dict) -> Check:
-        n = s["minLength"]
-
-        def check(v, p, out):
-            if isinstance(v, str) and len(v) < n:
-                _err(out, p, "minLength", v, s)
-        return check
-
-    def _minimum(self, s: dict) -> Check:
-        n = s["minimum"]
-
-        def check(v, p, out):
-            if _is_number(v) and v < n:
-                _err(out, p, "minimum", v, s)
-        return check
-
-    def _maximum(self, s: dict) -> Check:
-        n = s["maximum"]
-
-        def check(v, p, out):
-            if _is_number(v) and v > n:
-                _err(out, p, "maximum", v, s)
-        return check
-
-    def _minItems(self, s: dict) -> Check:
-        n = s["minItems"]
-
-        def check(v, p, out):
-            if isinstance(v, list) and len(v) < n:
-                _err(out, p, "minItems", v, s)
-        return check
-
-    def _uniqueItems(self, s: dict) -> Check | None:
-        if not s["uniqueItems"]:
-            return None
-
-        def check(v, p, out):
-            if isinstance(v, list) and len(v) > 1:
-                if all(isinstance(x, str) for x in v):
-                    repeated = len(set(v)) != len(v)
-                else:
-                    repeated = any(_equal(v[i], v[j]) for i in range(len(v))
-                                   for j in range(i + 1, len(v)))
-                if repeated:
-                    _err(out, p, "uniqueItems", v, s)
-        return check
-
-    def _items(self, s: dict) -> Check:
-        item = self.compile(s["items"])
-
-        def check(v, p, out):
-            if isinstance(v, list):
-                for i, x in enumerate(v):
-                    item(x, (p, i), out)
-        return check
-
-    def _required(self, s: dict) -> Check | None:
-        names = tuple(s["required"])
-        if not names:
-            return None
-
-        def check(v, p, out):
-            if isinstance(v, dict):
-                for name in names:
-                    if name not in v:
-                        _err(out, p, "required", v, s, name)
-        return check
-
-    def _properties(self, s: dict) -> Check:
-        props = {k: self.compile(sub) for k, sub in s["properties"].items()}
-
-        def check(v, p, out):
-            if isinstance(v, dict):
-                for k, x in v.items():
-                    sub = props.get(k)
-                    if sub is not None:
-                        sub(x, (p, k), out)
-        return check
-
-    def _patternProperties(self, s: dict) -> Check:
-        pats = tuple((re.compile(k).search, self.compile(sub))
-                     for k, sub in s["patternProperties"].items())
-
-        def check(v, p, out):
-            if isinstance(v, dict):
-                for k, x in v.items():
-                    for search, sub in pats:
-                        if search(k) is not None:
-                            sub(x, (p, k), out)
-        return check
-
-    def _additionalProperties(self, s: dict) -> Check | None:
-        known = frozenset(s.get("properties", ()))
-        pats = tuple(re.compile(k).search for k in s.get("patternProperties", ()))
-        extra = s["additionalProperties"]
-        if extra is True:
-            return None
-
-        def extras(v: dict) -> list[str]:
-            return [k for k in v if k not in known and not any(m(k) for m in pats)]
-
-        if extra is False:
-            def check(v, p, out):
-                if isinstance(v, dict):
-                    keys = extras(v)
-                    if keys:
-                        _err(out, p, "additionalProperties", v, s, tuple(keys))
-            return check
-        sub = self.compile(extra)
-
-        def check_each(v, p, out):
-            if isinstance(v, dict):
-                for k in extras(v):
-                    sub(v[k], (p, k), out)
-        return check_each
-
-    def _propertyNames(self, s: dict) -> Check:
-        sub = self.compile(s["propertyNames"])
-
-        def check(v, p, out):
-            if isinstance(v, dict):
-                for k in v:
-                    found: list = []
-                    sub(k, p, found)
-                    for e in found:
-                        _err(out, p, "propertyNames", k, e[3])
-        return check
-
-    def _allOf(self, s: dict) -> Check:
-        subs = tuple(self.compile(sub) for sub in s["allOf"])
-
-        def check(v, p, out):
-            for sub in subs:
-                sub(v, p, out)
-        return check
-
-
-# type first, so a wrong type is reported before anything finer
-_ORDER = ("type", "const", "enum", "pattern", "minLength", "minimum", "maximum", "minItems",
-          "uniqueItems", "items", "required", "properties", "patternProperties",
-          "additionalProperties", "propertyNames", "allOf", "$ref")
-assert set(_ORDER) == _KEYWORDS
-
-
 @cache
 def load_schema(name: str) -> dict:
     """The parsed ``<name>.schema.json``."""
     return json.loads((SCHEMA_DIR / f"{name}.schema.json").read_text(encoding="utf-8"))
 
 
+class Validator:
+    """One schema, compiled for both libraries: :meth:`is_valid` (fastjsonschema, at once)
+    and :meth:`errors` (jsonschema, built the first time a document is invalid)."""
+
+    def __init__(self, schema: dict) -> None:
+        self.schema = schema
+        self._fast, self._invalid = _fast(schema)
+        self._full: Any = None
+
+    def is_valid(self, doc: Any) -> bool:
+        try:
+            self._fast(doc)
+        except self._invalid:
+            return False
+        return True
+
+    def errors(self, doc: Any) -> list[SchemaError]:
+        """Every problem, sorted by path (list indexes before keys), the type first."""
+        if self._full is None:
+            self._full = _full_validator(self.schema)
+        found = [_error(e) for e in self._full.iter_errors(doc)]
+        found.sort(key=lambda e: (tuple((0, x) if isinstance(x, int) else (1, x)
+                                        for x in e.path), _RANK.get(e.keyword, 99)))
+        return found
+
+    def check(self, doc: Any) -> list[SchemaError]:
+        """Every way ``doc`` breaks the schema; ``[]`` when it is valid."""
+        try:
+            return [] if self.is_valid(doc) else self.errors(doc)
+        except RecursionError:  # lists of lists thousands deep (compared for uniqueItems)
+            return [SchemaError((), "depth", doc, {"x-message": "is nested too deeply"})]
+
+
 @cache
-def validator(name: str, definition: str | None = None) -> Check:
+def validator(name: str, definition: str | None = None) -> Validator:
     """The compiled schema ``name`` (or its ``$defs/<definition>``), once per process."""
     root = load_schema(name)
-    compiler = _Compiler(root)
-    return compiler.compile(root if definition is None else root["$defs"][definition])
+    if definition is None:
+        return Validator(root)
+    root["$defs"][definition]  # a KeyError for a definition that is not there
+    keep = {k: root[k] for k in ("$schema", "$id", "$defs") if k in root}
+    return Validator({**keep, "$ref": f"#/$defs/{definition}"})
 
 
 def check(doc: Any, name: str, definition: str | None = None) -> list[SchemaError]:
     """Every way ``doc`` breaks schema ``name`` (or its ``$defs/<definition>``), in document
     order."""
-    found: list = []
+    return validator(name, definition).check(doc)
+
+
+# ------------------------------------------------------------------------------ compiling
+
+def supported(schema: Any, at: str = "#") -> None:
+    """ValueError naming the first keyword of ``schema`` that the two libraries might read
+    differently (see the module docstring); the ``$ref``-only root of a definition is fine."""
+    if isinstance(schema, bool):
+        return
+    if not isinstance(schema, dict):
+        raise ValueError(f"{at}: a schema must be an object or a boolean")
+    unknown = sorted(k for k in schema if k not in _KEYWORDS and k not in _ANNOTATIONS
+                     and not k.startswith("x-"))
+    if unknown:
+        raise ValueError(f"{at}: schema keyword(s) {unknown} are not supported")
+    ref = schema.get("$ref")
+    if ref is not None and not (isinstance(ref, str) and ref.startswith("#/")):
+        raise ValueError(f"{at}: only local $ref are supported, not {ref!r}")
+    if "const" in schema and "enum" in schema:
+        raise ValueError(f"{at}: const and enum together (keep one)")
+    if ref is not None and len(schema.keys() & _KEYWORDS) > 1:
+        raise ValueError(f"{at}: $ref with other keywords beside it (wrap them in allOf)")
+    for kw in _ONE:
+        if kw in schema:
+            if kw == "items" and not isinstance(schema[kw], (dict, bool)):
+                raise ValueError(f"{at}/items: only one schema for every item is supported")
+            supported(schema[kw], f"{at}/{kw}")
+    for kw in _MANY:
+        for i, sub in enumerate(schema.get(kw, ())):
+            supported(sub, f"{at}/{kw}/{i}")
+    for kw in _NAMED:
+        for key, sub in schema.get(kw, {}).items():
+            supported(sub, f"{at}/{kw}/{key}")
+
+
+def _fast(schema: dict) -> tuple[Callable[[Any], Any], type[Exception]]:
+    """fastjsonschema's validator of ``schema`` and the exception it raises for an invalid
+    document: the code it generates, compiled, from the user's cache (written the first time;
+    marshal, as the bytecode cache of imports may be off: PYTHONDONTWRITEBYTECODE)."""
+    import fastjsonschema
+
+    text = json.dumps(schema, sort_keys=True, ensure_ascii=True)
+    raw = f"{FORMAT} {fastjsonschema.VERSION} {sys.version} {text}".encode()
     try:
-        validator(name, definition)(doc, None, found)
-    except RecursionError:  # lists of lists thousands deep (compared for uniqueItems)
-        found = [(None, "depth", doc, {"x-message": "is nested too deeply"}, None)]
-    out = [SchemaError(_unwind(p), kw, v, s, detail) for p, kw, v, s, detail in found]
-    out.sort(key=lambda e: tuple((0, x) if isinstance(x, int) else (1, x) for x in e.path))
-    return out
+        path: Path | None = _cache_dir() / f"{hashlib.sha256(raw).hexdigest()[:32]}.marshal"
+    except Exception:  # no usable cache directory (a bad ENVGEN_CACHE_DIR): no cache
+        path = None
+    try:
+        name, code = marshal.loads(path.read_bytes()) if path else (None, None)
+    except Exception:  # unreadable or damaged: generate it again
+        name = code = None
+    if code is None:
+        supported(schema)
+        source = fastjsonschema.compile_to_code(_inline(schema), use_default=False,
+                                                detailed_exceptions=False)
+        name = re.search(r"^def (\w+)\(", source, re.M)[1]  # the root's function comes first
+        code = compile(source, f"<schema {schema.get('$id')}>", "exec")
+        if path is not None:
+            _store(path, marshal.dumps((name, code)))
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    return namespace[name], fastjsonschema.JsonSchemaValueException
+
+
+def _inline(schema: dict) -> dict:
+    """``schema`` as fastjsonschema gets it: each (local) ``$ref`` replaced by what it points
+    to — its code for a ``$ref`` formats the path of every value passed to it; inlined, the
+    matrix is checked ~1.7× faster — and each ``const`` as the same one-value ``enum`` (its
+    short errors cannot word a ``const``; the long ones make 2.5× the code to compile). A copy:
+    fastjsonschema rewrites the ``$ref``s of the schema it is given."""
+    def resolve(ref: str) -> Any:
+        node: Any = schema
+        for part in ref[2:].split("/"):
+            node = node[part.replace("~1", "/").replace("~0", "~")]
+        return node
+
+    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, list):
+            return [walk(x, seen) for x in node]
+        if not isinstance(node, dict):
+            return node
+        out = {k: v if k in ("enum", "const", "$defs") else walk(v, seen)
+               for k, v in node.items() if k != "$ref"}
+        if "const" in out:
+            out["enum"] = [out.pop("const")]
+        ref = node.get("$ref")
+        if ref is None:
+            return out
+        if ref in seen:
+            raise ValueError(f"a recursive $ref ({ref}) is not supported")
+        return {**walk(resolve(ref), (*seen, ref)), **out}
+
+    inlined = walk(schema, ())
+    inlined.pop("$defs", None)
+    return inlined
+
+
+def _cache_dir() -> Path:
+    from envgen.config import cache_root
+
+    return cache_root() / "schemas"
+
+
+def _store(path: Path, data: bytes) -> None:
+    """Write one compiled validator; the oldest go when there are more than KEEP (each edit
+    of a schema, each upgrade, adds one)."""
+    from envgen.atomic import write_file
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, data, durable=False)
+        kept = sorted(path.parent.glob("*.marshal"), key=lambda p: p.stat().st_mtime_ns,
+                      reverse=True)
+        for old in kept[KEEP:]:
+            old.unlink(missing_ok=True)
+    except Exception:  # a read-only or full cache: the next run generates it again
+        pass
+
+
+@cache
+def _validator_class() -> type:
+    """Draft 2020-12 as jsonschema implements it, except that ``required`` names the missing
+    key in ``validator_value`` and ``propertyNames`` reports the key that failed."""
+    from jsonschema import Draft202012Validator, ValidationError
+    from jsonschema.validators import extend
+
+    def required(validator, names, instance, schema):
+        if validator.is_type(instance, "object"):
+            for name in names:
+                if name not in instance:
+                    yield ValidationError(f"{name!r} is a required property",
+                                          validator_value=name)
+
+    def property_names(validator, names, instance, schema):
+        if validator.is_type(instance, "object"):
+            for key in instance:
+                for error in validator.descend(instance=key, schema=names):
+                    yield ValidationError(error.message, validator="propertyNames",
+                                          instance=key, schema=error.schema)
+
+    return extend(Draft202012Validator, {"required": required,
+                                         "propertyNames": property_names})
+
+
+def _full_validator(schema: dict) -> Any:
+    from jsonschema.validators import validator_for
+
+    if validator_for(schema).__name__ != "Draft202012Validator":
+        raise ValueError(f"{schema.get('$id')}: envgen's schemas are draft 2020-12")
+    return _validator_class()(schema)
+
+
+def _error(e: Any) -> SchemaError:
+    """A jsonschema error as a SchemaError."""
+    path = tuple(e.absolute_path)
+    if e.validator is None:  # the schema `false`
+        return SchemaError(path, "false", e.instance, {})
+    schema = e.schema if isinstance(e.schema, dict) else {}
+    detail = None
+    if e.validator == "required":
+        detail = e.validator_value
+    elif e.validator == "additionalProperties":
+        known = schema.get("properties", {})
+        patterns = [re.compile(p) for p in schema.get("patternProperties", {})]
+        detail = tuple(k for k in e.instance
+                       if k not in known and not any(p.search(k) for p in patterns))
+    return SchemaError(path, e.validator, e.instance, schema, detail)

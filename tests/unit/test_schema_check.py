@@ -1,0 +1,102 @@
+"""envgen.schemas.check: fastjsonschema decides, jsonschema explains; the generated validators
+are cached in the user's cache directory and the cache only ever saves time."""
+
+from __future__ import annotations
+
+import pytest
+
+from envgen.schemas import check as mod
+from envgen.schemas.check import SchemaError, Validator, check, validator, where
+
+SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$id": "https://envgen.invalid/schemas/test.json",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["name", "size"],
+    "properties": {
+        "name": {"type": "string", "pattern": "^[a-z]+$(?!\\n)", "description": "a word"},
+        "size": {"$ref": "#/$defs/size"},
+        "tags": {"type": "object", "propertyNames": {"pattern": "^[a-z]+$(?!\\n)",
+                                                     "description": "a lower-case name"}},
+    },
+    "$defs": {"size": {"type": "integer", "minimum": 1, "description": "a whole number ≥ 1"}},
+}
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENVGEN_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "schemas"
+
+
+def test_every_problem_with_its_path_and_the_type_first(cache_dir):
+    v = Validator(SCHEMA)
+    assert v.is_valid({"name": "abc", "size": 2})
+    doc = {"name": "ABC\n", "size": 0, "tags": {"Bad": 1, "ok": 2}, "extra": 1, "more": 2}
+    assert not v.is_valid(doc)
+    found = [(where(e.path), e.keyword, e.message()) for e in v.check(doc)]
+    assert found == [
+        ("", "additionalProperties", "unknown key(s) extra, more"),
+        ("name", "pattern", "'ABC\\n' is not a word"),
+        ("size", "minimum", "0 is not a whole number ≥ 1"),
+        ("tags", "propertyNames", "key 'Bad' is not a lower-case name"),
+    ]
+    missing = v.check({"name": 5})
+    assert [(e.keyword, e.detail, e.message()) for e in missing] == [
+        ("required", "size", "missing 'size'"), ("type", None, "5 is not a word")]
+    assert isinstance(missing[0], SchemaError) and missing[0].path == ()
+
+
+def test_a_definition_is_checked_on_its_own():
+    """``definition``: one of a schema's ``$defs``, its own ``$ref``s resolved in the schema."""
+    errors = check({"x": 1}, "curated-policy", "manylinux_aliases")
+    assert [e.message() for e in errors if e.keyword == "required"] == ["missing 'source'"]
+    assert validator("curated-policy", "manylinux_aliases") is validator(
+        "curated-policy", "manylinux_aliases")  # compiled once per process
+    with pytest.raises(KeyError):
+        validator("curated-policy", "no-such-definition")
+
+
+def test_the_generated_code_is_cached_and_reused(cache_dir, monkeypatch):
+    Validator(SCHEMA)
+    (cached,) = cache_dir.glob("*.marshal")
+    import fastjsonschema
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("generated again")
+
+    monkeypatch.setattr(fastjsonschema, "compile_to_code", refuse)
+    assert not Validator(SCHEMA).is_valid({"name": "x"})
+    assert list(cache_dir.glob("*.marshal")) == [cached]
+
+
+def test_a_damaged_cache_file_is_generated_again(cache_dir):
+    Validator(SCHEMA)
+    (cached,) = cache_dir.glob("*.marshal")
+    cached.write_bytes(b"not marshal data")
+    assert Validator(SCHEMA).is_valid({"name": "x", "size": 1})
+    assert cached.read_bytes() != b"not marshal data"
+
+
+def test_without_a_usable_cache_directory_it_still_validates(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    monkeypatch.setenv("ENVGEN_CACHE_DIR", str(blocker))  # a file, not a folder
+    assert Validator(SCHEMA).check({"name": "x"})[0].message() == "missing 'size'"
+
+
+def test_deep_nesting_is_reported_not_raised():
+    deep: list = []
+    for _ in range(5000):
+        deep = [deep]
+    schema = {"$schema": SCHEMA["$schema"], "type": "array", "uniqueItems": True}
+    assert [e.message() for e in Validator(schema).check([deep, deep])] == [
+        "is nested too deeply"]
+
+
+def test_the_cache_keeps_only_the_newest(cache_dir, monkeypatch):
+    monkeypatch.setattr(mod, "KEEP", 2)
+    for n in range(3):
+        Validator({**SCHEMA, "title": f"version {n}"})
+    assert len(list(cache_dir.glob("*.marshal"))) == 2
