@@ -1,12 +1,35 @@
-"""Docker images from locks: render the Dockerfile (``render``), name it (``naming``), build,
-tag and push it (``build``). Recipes are data: matrix/curated/images.toml."""
+"""The image stage: a lock → a Docker image with the framework's ops compiled.
+
+Input: a solved lock (envgen.lock) and the recipes of matrix/curated/images.toml (read by
+envgen.facts). Output: the Dockerfile and image/ files beside the lock (``render``), the
+image's name (``naming``), and the built, tagged, pushed image (``build``, through an engine of
+``engines``). Depends on the lock stage, never the reverse.
+"""
 
 from __future__ import annotations
 
-from envgen.image.recipes import Recipes, load_recipes
+from collections.abc import Callable
+
+from envgen.facts.images import Recipes, load_recipes
 from envgen.image.render import ImageInput, ImageOptions, render_image
 
-__all__ = ["ImageOptions", "Recipes", "load_recipes", "render_for_lock"]
+__all__ = ["ImageOptions", "Recipes", "load_recipes", "lock_with_image", "render_for_lock"]
+
+
+def lock_with_image(facts, combo, options, sources: dict[str, str], recipes: Recipes | None,
+                    progress: Callable[[str], None] = lambda _m: None):
+    """Solve and render the lock of ``combo`` (envgen.lock); with ``options.image`` also the
+    Dockerfile and image/ files from ``recipes``, recorded in the manifest. Nothing is
+    written. Returns envgen.lock.LockResult."""
+    from envgen.lock import finish, lock_hash, solve
+
+    solved = solve(facts, combo, options, sources, progress)
+    image = None
+    if options.image is not None:
+        if recipes is None:
+            raise ValueError("an image needs the recipes of curated/images.toml")
+        image = render_for_lock(solved, facts, recipes, lock_hash(solved))
+    return finish(solved, image)
 
 
 def render_for_lock(solved, facts, recipes: Recipes, lock_hash: str
@@ -22,7 +45,7 @@ def render_for_lock(solved, facts, recipes: Recipes, lock_hash: str
         conda=solved.conda, lock_hash=lock_hash, nvcc=solved.nvcc,
         regenerate=regenerate_command(plan, solved.options),
         os_toolkit=plan.os_toolkit,
-        os_packages=plan.os_packages if plan.flavor == "os-package" else (),
-        cuda_home=plan.env.get("CUDA_HOME") if plan.flavor == "os-package" else None)
+        os_packages=plan.os_packages if plan.os_toolkit else (),
+        cuda_home=plan.env.get("CUDA_HOME") if plan.os_toolkit else None)
     return render_image(inp, recipes, solved.options.image,
                         supported_archs=tuple(toolkit.archs) if toolkit else ())

@@ -11,60 +11,24 @@ always removed (``forcerm``).
 from __future__ import annotations
 
 import contextlib
-import io
 import os
-import re
-import subprocess
-import tempfile
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
 from envgen import __version__
-from envgen.errors import DaemonError, EnvgenError, EnvironmentProblem, UsageError
+from envgen.errors import DaemonError, EnvgenError, UsageError
+from envgen.image.buildlog import BuildFailed, _clip, _follow  # noqa: F401 (re-exported)
 from envgen.image.context import (
     build_hash,
     context_files,
-    context_tar,
     read_ca_certs,
-    write_context,
 )
+from envgen.image.engines import BuildOptions, Engine, engine_for
 from envgen.image.naming import ImageName, check_registry
-
-ENGINES = ("sdk", "buildkit")
-TAIL = 40
-_STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_DISK_FULL = re.compile(r"no space left on device", re.IGNORECASE)
-_BK_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?\s*(\d+)/(\d+)\] (.*)$")
-
-
-class BuildFailed(EnvgenError):
-    """The Dockerfile failed; ``step`` is the instruction, ``tail`` the last log lines."""
-
-    def __init__(self, message: str, step: str, tail: list[str], hint: str) -> None:
-        super().__init__(message, hint=hint)
-        self.step, self.tail = step, tail
-        self.report = (f"--- build log, last {len(tail)} lines ---\n" + "\n".join(tail)
-                       + "\n---") if tail else None
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    registry: str | None = None  # host[:port][/path]; images are named <registry>/<framework>
-    tags: tuple[str, ...] = ()  # extra tags (or full references) to apply
-    push: bool = False
-    ca_certs: tuple[Path, ...] = ()
-    engine: str = "sdk"
-    network: str | None = None  # network for RUN steps (e.g. "host")
-    build_args: dict[str, str] = field(default_factory=dict)
-    target: str = "runtime"
-    force: bool = False  # build even if an image with this build hash exists
-    no_cache: bool = False  # do not reuse the daemon's layer cache (a cold build)
-    docker_cli: str = "docker"
+from envgen.lock.manifest import Manifest
 
 
 @dataclass(frozen=True)
@@ -132,24 +96,24 @@ def _short(exc: Exception) -> str:
     return text[-1][:300] if text else type(exc).__name__
 
 
-def names_for(manifest: dict, registry: str | None) -> ImageName:
-    image = manifest.get("image") or {}
-    if not image:
+def names_for(manifest: Manifest, registry: str | None) -> ImageName:
+    image = manifest.image
+    if image is None:
         raise UsageError("this lock was made without --image",
                          hint="re-run its `envgen make` command with --image")
-    repo = image["repository"]
+    repo = image.repository
     if registry:
         repo = f"{check_registry(registry)}/{repo.split('/', 1)[1]}"
-    return ImageName(repository=repo, tag=image["tag"])
+    return ImageName(repository=repo, tag=image.tag)
 
 
-def _labels(manifest: dict, bhash: str) -> dict[str, str]:
+def _labels(manifest: Manifest, bhash: str) -> dict[str, str]:
     return {
         "io.envgen.build-hash": bhash,
         "io.envgen.envgen-version": __version__,
         "org.opencontainers.image.created":
             datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
-        "org.opencontainers.image.ref.name": manifest["image"]["tag"],
+        "org.opencontainers.image.ref.name": manifest.image.tag,
     }
 
 
@@ -184,139 +148,6 @@ def find_existing(client, refs: list[str], bhash: str, registry: bool) -> tuple[
     return None
 
 
-def _stream_sdk(client, lock_dir: Path, options: BuildOptions, ref: str,
-                labels: dict[str, str], progress: Callable[[str], None],
-                log: Callable[[str], None] | None) -> str:
-    tar = context_tar(lock_dir, read_ca_certs(options.ca_certs), classic=True)
-    stream = client.api.build(
-        fileobj=io.BytesIO(tar), custom_context=True, tag=ref, labels=labels,
-        buildargs=options.build_args or None, target=options.target,
-        network_mode=options.network, forcerm=True, rm=True, decode=True, pull=False,
-        nocache=options.no_cache)
-    return _follow(_sdk_lines(stream), progress, log)
-
-
-def _sdk_lines(stream: Iterable[dict]) -> Iterable[tuple[str, str]]:
-    for item in stream:
-        if "errorDetail" in item or "error" in item:
-            detail = item.get("errorDetail") or {}
-            yield "error", (detail.get("message") or item.get("error") or "build failed").strip()
-        elif "aux" in item and isinstance(item["aux"], dict) and "ID" in item["aux"]:
-            yield "id", item["aux"]["ID"]
-        elif "stream" in item:
-            for line in _ANSI.sub("", item["stream"]).splitlines():
-                if line.strip():
-                    yield "log", line.rstrip()
-
-
-HEARTBEAT = 60.0  # seconds between "still running" lines in a long step
-
-
-def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None],
-            log: Callable[[str], None] | None = None) -> str:
-    """Turn the build's lines into a compact step log (a line per step, its duration, and a
-    heartbeat with the latest output during long steps; every line to ``log``); return the
-    image id or raise BuildFailed."""
-    tail: deque[str] = deque(maxlen=TAIL)
-    step, started, image_id = "", time.monotonic(), ""
-    step_started = last_said = started
-    for kind, text in lines:
-        if kind == "id":
-            image_id = text
-            continue
-        if log is not None and kind == "log":
-            log(text)
-        if kind == "error" and _DISK_FULL.search(text):  # the machine's, not the recipe's
-            raise DaemonError(f"the Docker daemon ran out of disk space at {step or 'the start'}"
-                              f": {text}", hint="free space where dockerd keeps its data (`docker "
-                              "system df`; `docker image prune`, `docker builder prune`), then "
-                              "run the build again")
-        if kind == "error":
-            raise BuildFailed(
-                f"the build failed at {step or 'the start'}: {text}", step=step,
-                tail=list(tail),
-                hint="the log tail above shows why; fix the cause (network? --ca-cert? "
-                "--network host for a loopback index?) and run envgen build again")
-        tail.append(text)
-        m = _STEP.match(text) or _BK_STEP.match(text)
-        if m and text != step:
-            now = time.monotonic()
-            if step:
-                progress(f"  done in {now - step_started:.1f} s")
-            number, total, instruction = m.groups()
-            step, step_started = f"step {number}/{total} ({_clip(instruction)})", now
-            progress(f"[{int(number):>2}/{total}] {_clip(instruction, 100)}")
-            last_said = now
-        elif step and time.monotonic() - last_said >= HEARTBEAT:
-            last_said = time.monotonic()
-            progress(f"  … {last_said - step_started:.0f} s: {_clip(text, 90)}")
-        elif text.startswith("Successfully built "):
-            image_id = image_id or text.split()[-1]
-    if step:
-        progress(f"  done in {time.monotonic() - step_started:.1f} s")
-    if not image_id:
-        raise BuildFailed("the build ended without an image", step=step, tail=list(tail),
-                          hint="run envgen build -v to see the whole log")
-    return image_id
-
-
-def _clip(text: str, width: int = 60) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: dict[str, str],
-                     progress: Callable[[str], None], log: Callable[[str], None] | None) -> str:
-    with tempfile.TemporaryDirectory(prefix="envgen-context-") as tmp:
-        ctx = write_context(lock_dir, read_ca_certs(options.ca_certs), Path(tmp) / "ctx")
-        iid = Path(tmp) / "iid"
-        cmd = [options.docker_cli, "build", "--progress=plain", "--target", options.target,
-               "--tag", ref, "--iidfile", str(iid)]
-        for k, v in sorted(labels.items()):
-            cmd += ["--label", f"{k}={v}"]
-        for k, v in sorted(options.build_args.items()):
-            cmd += ["--build-arg", f"{k}={v}"]
-        if options.network:
-            cmd += ["--network", options.network]
-        if options.no_cache:
-            cmd.append("--no-cache")
-        cmd.append(str(ctx))
-        env = {**os.environ, "DOCKER_BUILDKIT": "1"}
-        try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, env=env, errors="replace")
-        except OSError as exc:
-            raise EnvironmentProblem(
-                f"cannot run the docker CLI {options.docker_cli!r}: {exc.strerror}",
-                hint="install the docker CLI, pass --docker-cli PATH, or use --engine sdk"
-            ) from None
-
-        def lines() -> Iterable[tuple[str, str]]:
-            assert proc.stdout is not None
-            error = None
-            for line in proc.stdout:
-                line = line.rstrip()
-                if line.startswith(("ERROR:", "error:")) or re.match(r"^#\d+ ERROR:", line):
-                    error = line.split("ERROR:", 1)[-1].strip() or line
-                if line:
-                    yield "log", line
-            if proc.wait() != 0:
-                yield "error", error or f"docker build exited with {proc.returncode}"
-            elif iid.is_file():
-                yield "id", iid.read_text().strip()
-
-        try:
-            return _follow(lines(), progress, log)
-        except BaseException:
-            if proc.poll() is None:  # interrupted or failed: stop the build, not leave it
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-            raise
-
-
 def _push(client, ref: str, progress: Callable[[str], None]) -> None:
     repo, tag = ref.rsplit(":", 1)
     last = ""
@@ -343,9 +174,7 @@ def build_image(lock_dir: Path, options: BuildOptions,
     """Build (or find) the image of ``lock_dir``; see the module docstring."""
     started = time.monotonic()
     lock_dir = Path(lock_dir)
-    if options.engine not in ENGINES:
-        raise UsageError(f"unknown engine {options.engine!r}",
-                         hint=f"use --engine {' or --engine '.join(ENGINES)}")
+    engine = engine_for(options.engine)
     if options.push and not options.registry:
         raise UsageError("--push needs --registry", hint="e.g. --registry ghcr.io/acme --push")
     manifest = _manifest(lock_dir)  # an edited lock is never built
@@ -358,8 +187,8 @@ def build_image(lock_dir: Path, options: BuildOptions,
     read_ca_certs(options.ca_certs)  # bad input fails before anything runs
     client = client or docker_client()
     with _daemon_errors():
-        return _build(client, lock_dir, options, manifest, bhash, content, refs, started,
-                      progress, log)
+        return _build(client, engine, lock_dir, options, manifest, bhash, content, refs,
+                      started, progress, log)
 
 
 @contextlib.contextmanager
@@ -377,10 +206,11 @@ def _daemon_errors() -> Iterator[None]:
                           "envgen build again") from None
 
 
-def _build(client, lock_dir: Path, options: BuildOptions, manifest: dict, bhash: str,
+def _build(client, engine: Engine, lock_dir: Path, options: BuildOptions, manifest: Manifest,
+           bhash: str,
            content: str, refs: list[str], started: float, progress: Callable[[str], None],
            log: Callable[[str], None] | None) -> BuildResult:
-    lock_hash = manifest["lock_hash"]
+    lock_hash = manifest.lock_hash
     found = None if options.force or options.no_cache else find_existing(
         client, [content], bhash, registry=bool(options.registry))
     pushed: list[str] = []
@@ -392,10 +222,7 @@ def _build(client, lock_dir: Path, options: BuildOptions, manifest: dict, bhash:
     else:
         progress(f"building {content} with the {options.engine} engine")
         labels = _labels(manifest, bhash)
-        if options.engine == "sdk":
-            image_id = _stream_sdk(client, lock_dir, options, content, labels, progress, log)
-        else:
-            image_id = _stream_buildkit(lock_dir, options, content, labels, progress, log)
+        image_id = engine.build(client, lock_dir, options, content, labels, progress, log)
         _tag(client, image_id, refs[1:])
     if options.push and (not found or found[0] == "local"):
         for ref in refs[:2]:
@@ -418,7 +245,7 @@ def _tag(client, image_id: str, refs: list[str]) -> None:
         client.api.tag(image_id, repo, tag=tag)
 
 
-def _manifest(lock_dir: Path) -> dict:
+def _manifest(lock_dir: Path) -> Manifest:
     from envgen.lock import read_manifest
     from envgen.lock.install import verify_files
 

@@ -7,12 +7,12 @@ import re
 from dataclasses import dataclass
 
 from envgen.errors import UsageError
-from envgen.image.recipes import Naming
+from envgen.facts.images import Naming
+from envgen.validate import registry as check_registry
 
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _REPO = re.compile(rf"^{_COMPONENT}(?:/{_COMPONENT})*$")
-_REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9._/-]+)?$")
 
 
 @dataclass(frozen=True)
@@ -26,15 +26,6 @@ class ImageName:
     def content_tag(self, build_hash: str) -> str:
         """<tag>-<12 hex of the build hash>: the tag `envgen build` skips on."""
         return f"{self.tag}-{build_hash.removeprefix('sha256:')[:12]}"[:128]
-
-
-def check_registry(registry: str, source: str = "--registry") -> str:
-    reg = registry.strip().rstrip("/")
-    if "://" in reg or not _REGISTRY.match(reg):
-        raise UsageError(f"{source} {registry!r} is not a registry host[/path]",
-                         hint="e.g. --registry ghcr.io/acme or --registry 127.0.0.1:5000 "
-                         "(no scheme)", source=source)
-    return reg
 
 
 def image_name(combo, naming: Naming, registry: str | None) -> ImageName:

@@ -13,11 +13,12 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from envgen import __version__, validate
+from envgen import __version__, inside, validate
 from envgen.errors import DataError, UsageError
+from envgen.facts.images import Base, Recipes
 from envgen.image.naming import image_name
-from envgen.image.recipes import Base, Recipes
 from envgen.lock.conda_solve import CondaPackage
+from envgen.lock.flavors import flavor_for
 from envgen.lock.pip_compile import PipPackage
 from envgen.resolve.combination import Combination
 
@@ -239,7 +240,8 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
                         hint="add the framework's op build recipe to curated/images.toml")
     base_ref, base = _base(inp, recipes, options)
     python = c.python.rstrip("t")
-    if inp.flavor != "conda" and base and python not in base.python:
+    flavor = flavor_for(inp.flavor)
+    if not flavor.own_python and base and python not in base.python:
         raise UsageError(
             f"the {inp.flavor} flavor builds on the OS's Python, and {c.os} has Python "
             f"{', '.join(base.python)}, not {python}",
@@ -258,7 +260,8 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
     runtime = family.runtime_by_os.get(c.os, family.runtime)
     base_pkgs, framework_pkgs = _split_pip(inp)
     name = image_name(c, recipes.naming, registry=None)
-    uses_ccache = "ccache" in (family.conda_builder if inp.flavor == "conda" else family.builder)
+    uses_ccache = "ccache" in (family.conda_builder if flavor.env_kind == "conda"
+                               else family.builder)
 
     files: dict[str, str] = {
         BASE_LOCK: _pip_file("pip lock without the framework (the builder's first pip layer)",
@@ -269,7 +272,7 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
                    "FILE` adds them to the build context here. Never commit a CA.\n",
     }
     tpl = templates_dir()
-    files["image/check-ops.py"] = (tpl / "check-ops.py").read_text(encoding="utf-8")
+    files["image/check-ops.py"] = inside.path("check-ops.py").read_text(encoding="utf-8")
     files["image/portable-cc.sh"] = (tpl / "portable-cc.sh").read_text(encoding="utf-8")
     arch = c.platform.split("-", 1)[1]
     portable = recipes.portable.get(arch)
@@ -308,13 +311,14 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         prune = (f"python /tmp/envgen/prune-conda.py /opt/env {' '.join(prune_names)}"
                  if prune_names else "")
         files[CONDA_EXPLICIT] = _conda_explicit(inp)
-        files["image/prune-conda.py"] = (tpl / "prune-conda.py").read_text(encoding="utf-8")
+        files["image/prune-conda.py"] = inside.path("prune-conda.py").read_text(encoding="utf-8")
         builder_pkgs = family.conda_builder
         cc, cxx = "gcc", "g++"
     ops_files = ["image/framework.lock.txt", "image/check-ops.py"]
     env = dict(ops.env)
-    if ops.gpu_query_shim:  # see images/sitecustomize.py
-        files["image/sitecustomize.py"] = (tpl / "sitecustomize.py").read_text(encoding="utf-8")
+    if ops.gpu_query_shim:  # see envgen/inside/sitecustomize.py
+        files["image/sitecustomize.py"] = inside.path("sitecustomize.py").read_text(
+            encoding="utf-8")
         ops_files.append("image/sitecustomize.py")
         env.update(ENVGEN_GPU_QUERY_SHIM="1", PYTHONPATH="/tmp/envgen")
     ops_env = "".join(f"{k}={shlex.quote(v)} " for k, v in sorted(env.items()))
@@ -339,12 +343,12 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "CCACHE": "CCACHE_DIR=/root/.cache/ccache " if uses_ccache else "",
         "CHECK": ops.check, "PRUNE": prune or "true", "OPS_FILES": " ".join(ops_files),
         "BUILD_ONLY_NOTE": " ".join(prune_names) or "nothing",
-        "ENV_KEY": "CONDA_PREFIX" if inp.flavor == "conda" else "VIRTUAL_ENV",
+        "ENV_KEY": "CONDA_PREFIX" if flavor.env_kind == "conda" else "VIRTUAL_ENV",
         "LABELS": _labels(inp, base_ref, base, arch_text, name.tag, ops.ops),
     }
     for key in SINGLE_LINE:  # a line break here would add Dockerfile instructions
         validate.no_newlines(fill_values[key], f"the Dockerfile's {key.lower()}")
-    env_kind = "conda" if inp.flavor == "conda" else "venv"  # os-package: a venv too
+    env_kind = flavor.env_kind  # os-package: a venv too
     blocks = ["header.in", f"builder-{env_kind}.in", "ops.in", f"prune-{env_kind}.in",
               "runtime.in"]
     text = "".join(fill((tpl / b).read_text(encoding="utf-8"), fill_values, b) for b in blocks)

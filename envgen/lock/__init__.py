@@ -1,5 +1,11 @@
-"""Lock a resolved combination: conda part with py-rattler, pip part with uv, files written
-atomically. ``lock()`` returns the rendered files; ``write_lock()`` puts them on disk."""
+"""The lock stage: a resolved combination → its locked environment.
+
+Input: facts, a Combination, LockOptions (flavor, sources) and the matrix's index URLs.
+Output: ``solve()`` → Solved (conda part with py-rattler, pip part with uv, the toolchain
+promise checked); ``finish()`` → LockResult (file name → text, lock hash, typed Manifest);
+``write_lock()`` puts the files on disk atomically. Flavors: envgen/lock/flavors.py. This
+stage never imports the image stage: envgen.image adds its files through ``finish(image=…)``.
+"""
 
 from __future__ import annotations
 
@@ -15,23 +21,27 @@ from envgen.errors import EnvgenError
 from envgen.facts.model import Facts
 from envgen.lock.conda_solve import CondaPackage, solve_conda
 from envgen.lock.files import Solved, lock_hash, render
-from envgen.lock.manifest import MANIFEST, read_manifest
+from envgen.lock.manifest import MANIFEST, Manifest, read_manifest
 from envgen.lock.pip_compile import PipPackage, compile_pip, uv_version
 from envgen.lock.plan import LockOptions, LockPlan, make_plan
 from envgen.resolve.combination import Combination
 from envgen.versions import dotted_key
 
-__all__ = ["LockOptions", "LockResult", "lock", "read_manifest", "write_lock"]
+__all__ = ["LockOptions", "LockResult", "Manifest", "Solved", "finish", "lock", "read_manifest",
+           "solve", "write_lock"]
 
 
 @dataclass(frozen=True)
 class LockResult:
+    """A rendered lock: its plan, file name → text, lock hash, the locked packages."""
+
     plan: LockPlan
     files: dict[str, str]
     lock_hash: str
     conda: tuple[CondaPackage, ...]
     pip: tuple[PipPackage, ...]
     nvcc: str | None
+    manifest: Manifest
 
 
 def tool_versions() -> dict[str, str]:
@@ -72,10 +82,10 @@ def _check_toolchain(plan: LockPlan, conda: list[CondaPackage], pip: list[PipPac
     return nvcc
 
 
-def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[str, str],
-         progress: Callable[[str], None] = lambda _m: None, recipes=None) -> LockResult:
-    """Solve and render the lock files for ``combo`` (nothing is written). With
-    ``options.image`` also the Dockerfile, from ``recipes`` (curated/images.toml)."""
+def solve(facts: Facts, combo: Combination, options: LockOptions, sources: dict[str, str],
+          progress: Callable[[str], None] = lambda _m: None) -> Solved:
+    """Plan and solve the lock for ``combo``: conda part with py-rattler (conda flavor), pip
+    part with uv, and the toolchain promise checked. Nothing is rendered or written."""
     plan = make_plan(facts, combo, options, sources)
     cache = Path(options.cache_dir) if options.cache_dir else cache_root()
     conda: list[CondaPackage] = []
@@ -89,15 +99,25 @@ def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[s
                       offline=options.offline, exclude_newer=options.exclude_newer,
                       ca_cert=options.ca_cert, progress=progress)
     nvcc = _check_toolchain(plan, conda, pip, facts)
-    solved = Solved(plan=plan, options=options, conda=tuple(conda), pip=tuple(pip),
-                    tools=tool_versions(), nvcc=nvcc)
-    image = None
-    if options.image is not None:
-        from envgen.image import render_for_lock
+    return Solved(plan=plan, options=options, conda=tuple(conda), pip=tuple(pip),
+                  tools=tool_versions(), nvcc=nvcc)
 
-        image = render_for_lock(solved, facts, recipes, lock_hash(solved))
-    return LockResult(plan=plan, files=render(solved, image), lock_hash=lock_hash(solved),
-                      conda=tuple(conda), pip=tuple(pip), nvcc=nvcc)
+
+def finish(solved: Solved, image: tuple[dict[str, str], dict] | None = None) -> LockResult:
+    """Render the lock files of ``solved`` (nothing is written). ``image``: files to add and
+    the manifest's "image" section (envgen.image renders them from the solved lock)."""
+    import json
+
+    rendered = render(solved, image)
+    return LockResult(plan=solved.plan, files=rendered, lock_hash=lock_hash(solved),
+                      conda=solved.conda, pip=solved.pip, nvcc=solved.nvcc,
+                      manifest=Manifest.from_dict(json.loads(rendered[MANIFEST])))
+
+
+def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[str, str],
+         progress: Callable[[str], None] = lambda _m: None) -> LockResult:
+    """Solve and render the lock files for ``combo`` (no image; nothing is written)."""
+    return finish(solve(facts, combo, options, sources, progress))
 
 
 def write_lock(out_dir: Path, result: LockResult, *, source: str | None = None,

@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from envgen import __version__
 from envgen.lock import yaml
 from envgen.lock.conda_solve import CondaPackage
-from envgen.lock.manifest import MANIFEST, SCHEMA, manifest_hash
+from envgen.lock.manifest import (
+    MANIFEST,
+    CondaSection,
+    ImageSection,
+    Manifest,
+    PipSection,
+    Target,
+    ToolchainSection,
+)
 from envgen.lock.pip_compile import PipPackage
 from envgen.lock.plan import LockOptions, LockPlan
 from envgen.validate import no_newlines
@@ -179,51 +187,36 @@ def requirements_lock(s: Solved) -> str:
     return "".join(out)
 
 
-def manifest(s: Solved, files: dict[str, str], image: dict | None = None) -> str:
+def manifest(s: Solved, files: dict[str, str], image: dict | None = None) -> Manifest:
+    """The sealed manifest of a solved lock whose other files are ``files``."""
     plan = s.plan
     c = plan.combination
-    doc = {
-        "//": _header(s, "envgen lock manifest"),
-        "schema": SCHEMA,
-        "id": c.id,
-        "flavor": plan.flavor,
-        "lock_hash": lock_hash(s),
-        "inputs_hash": plan.inputs_hash(),
-        "combination": c.to_dict(),
-        "target": {
-            "platform": c.platform,
-            "python": plan.pip.python_version,
-            "python_platform": plan.pip.python_platform,
-            "virtual_packages": ({n: (v if n != "__archspec" else f"{v}={b}")
-                                  for n, v, b in plan.conda.virtual} if plan.conda else {}),
-        },
-        "conda": None if plan.conda is None else {
-            "channels": list(plan.conda.channels),
-            "specs": list(plan.conda.specs),
-            "subdir": plan.conda.subdir,
-            "packages": [_conda_record(p) for p in s.conda],
-        },
-        "pip": {
-            "index_url": plan.pip.index_url,
-            "extra_index_urls": list(plan.pip.extra_index_urls),
-            "requirements": list(plan.pip.requirements),
-            "packages": len(s.pip),
-        },
-        "toolchain": {
-            "nvcc": s.nvcc,
-            "gcc": plan.gcc,
-            "os_packages": list(plan.os_packages),
-            "env": plan.env,
-            **({"os_toolkit": plan.os_toolkit} if plan.os_toolkit else {}),
-        },
-        "exclude_newer": plan.exclude_newer,
-        "image": image,
-        "tools": s.tools,
-        "files": {name: "sha256:" + hashlib.sha256(text.encode()).hexdigest()
-                  for name, text in sorted(files.items())},
-    }
-    doc["manifest_hash"] = manifest_hash(doc)
-    return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
+    return Manifest(
+        header=tuple(_header(s, "envgen lock manifest")),
+        id=c.id,
+        flavor=plan.flavor,
+        lock_hash=lock_hash(s),
+        inputs_hash=plan.inputs_hash(),
+        combination=c.to_dict(),
+        target=Target(
+            platform=c.platform, python=plan.pip.python_version,
+            python_platform=plan.pip.python_platform,
+            virtual_packages=({n: (v if n != "__archspec" else f"{v}={b}")
+                               for n, v, b in plan.conda.virtual} if plan.conda else {})),
+        conda=None if plan.conda is None else CondaSection(
+            channels=plan.conda.channels, specs=plan.conda.specs, subdir=plan.conda.subdir,
+            packages=tuple(_conda_record(p) for p in s.conda)),
+        pip=PipSection(index_url=plan.pip.index_url,
+                       extra_index_urls=plan.pip.extra_index_urls,
+                       requirements=plan.pip.requirements, packages=len(s.pip)),
+        toolchain=ToolchainSection(nvcc=s.nvcc, gcc=plan.gcc, os_packages=plan.os_packages,
+                                   env=plan.env, os_toolkit=plan.os_toolkit),
+        exclude_newer=plan.exclude_newer,
+        image=ImageSection.from_dict(image) if image else None,
+        tools=s.tools,
+        files={name: "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+               for name, text in sorted(files.items())},
+    ).sealed()
 
 
 def _conda_record(p: CondaPackage) -> dict:
@@ -238,12 +231,11 @@ def _conda_record(p: CondaPackage) -> dict:
 def render(s: Solved, image: tuple[dict[str, str], dict] | None = None) -> dict[str, str]:
     """File name → text, manifest last (it records the others' hashes). ``image``: the
     Dockerfile and image/* files with the manifest's "image" section (envgen.image)."""
-    files: dict[str, str] = {}
-    if s.plan.flavor == "conda":
-        files[ENVIRONMENT] = environment_yml(s)
-        files[CONDA_LOCK] = conda_lock_yml(s)
+    from envgen.lock.flavors import flavor_for  # the flavors build on this module
+
+    files = flavor_for(s.plan.flavor).files(s)
     files[PIP_LOCK] = requirements_lock(s)
     if image is not None:
         files.update(image[0])
-    files[MANIFEST] = manifest(s, files, image[1] if image else None)
+    files[MANIFEST] = manifest(s, files, image[1] if image else None).to_json()
     return files

@@ -9,7 +9,6 @@ recorded before anything is installed; a failure removes the prefix it created.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os
@@ -19,23 +18,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 from envgen.errors import (
-    EnvgenError,
     NetworkError,
     UsageError,
     filesystem_error,
     note_rollback,
 )
-from envgen.lock.conda_solve import ca_bundle
+from envgen.lock.envs import InstallError
 from envgen.lock.files import PIP_LOCK
-from envgen.lock.manifest import read_manifest
-from envgen.lock.pip_compile import uv_binary
-
-
-class InstallError(EnvgenError):
-    """Installing a lock failed (hash mismatch, download, link, pip)."""
+from envgen.lock.flavors import flavor_for
+from envgen.lock.manifest import Manifest, read_manifest
 
 
 @dataclass(frozen=True)
@@ -46,9 +39,9 @@ class InstallResult:
     python: Path
 
 
-def verify_files(lock_dir: Path, manifest: dict) -> None:
+def verify_files(lock_dir: Path, manifest: Manifest) -> None:
     """Every file the manifest lists still has the hash it was written with."""
-    for name, want in manifest.get("files", {}).items():
+    for name, want in manifest.files.items():
         path = lock_dir / name
         try:
             got = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
@@ -62,74 +55,6 @@ def verify_files(lock_dir: Path, manifest: dict) -> None:
                                "instead of editing it")
 
 
-def _records(manifest: dict):
-    import rattler
-
-    out = []
-    for p in manifest["conda"]["packages"]:
-        record = rattler.PackageRecord(
-            name=p["name"], version=p["version"], build=rattler.BuildString(p["build"]),
-            build_number=p["build_number"], subdir=p["subdir"], noarch=p.get("noarch"),
-            depends=p.get("depends", []), constrains=p.get("constrains", []),
-            sha256=bytes.fromhex(p["sha256"]), md5=bytes.fromhex(p["md5"]) if p.get("md5")
-            else None, size=p.get("size"))
-        out.append(rattler.RepoDataRecord(record, p["file_name"], p["url"], p["channel"]))
-    return out
-
-
-def _check_local_files(manifest: dict) -> None:
-    """rattler verifies sha256 only for downloads over HTTP(S); check file:// packages here so
-    a local channel or a mounted mirror gets the same guarantee."""
-    for p in manifest["conda"]["packages"]:
-        url = p["url"]
-        if not url.startswith("file://"):
-            continue
-        path = Path(unquote(urlsplit(url).path))
-        try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        except FileNotFoundError:
-            raise InstallError(f"{url} (locked conda package {p['name']}) does not exist",
-                               hint="the local channel changed since the lock was made; "
-                               "regenerate the lock") from None
-        if digest != p["sha256"]:
-            raise InstallError(f"conda package {p['file_name']} does not match the hash in the "
-                               f"lock: sha256 {digest}, locked {p['sha256']}",
-                               hint="the channel serves different bytes than when the lock was "
-                               "made; regenerate the lock, or check the mirror")
-
-
-def _install_conda(manifest: dict, prefix: Path, cache_dir: Path, ca_cert: Path | None,
-                   progress: Callable[[str], None]) -> int:
-    import rattler
-    from rattler import exceptions as rx
-    from rattler.platform import Subdir
-
-    _check_local_files(manifest)
-    records = _records(manifest)
-    progress(f"installing {len(records)} conda packages into {prefix}")
-    try:
-        with ca_bundle(ca_cert):
-            asyncio.run(rattler.install(records, target_prefix=prefix,
-                                        cache_dir=cache_dir / "rattler" / "pkgs",
-                                        platform=Subdir(manifest["conda"]["subdir"]),
-                                        show_progress=False, execute_link_scripts=False))
-    except (rx.InstallerError, rx.TransactionError, rx.LinkError, rx.IoError,
-            rx.ExtractError) as exc:
-        text = str(exc)
-        if "sha256" in text.lower() or "hash" in text.lower() or "md5" in text.lower():
-            raise InstallError(f"a conda package does not match the hash in the lock:\n"
-                               f"    {text}",
-                               hint="the channel serves different bytes than when the lock was "
-                               "made; regenerate the lock, or check the mirror") from None
-        if any(w in text.lower() for w in ("connect", "dns", "request", "download")):
-            raise NetworkError(f"cannot download conda packages: {text}",
-                               hint="check the network, or --ca-cert FILE behind a TLS proxy"
-                               ) from None
-        raise InstallError(f"installing the conda packages failed: {text}",
-                           hint="see the message above") from None
-    return len(records)
-
-
 def _pip_env(ca_cert: Path | None) -> dict[str, str]:
     """pip sees only the lock's own indexes: no pip.conf, no PIP_* source settings."""
     env = {k: v for k, v in os.environ.items()
@@ -139,18 +64,6 @@ def _pip_env(ca_cert: Path | None) -> dict[str, str]:
     if ca_cert is not None:
         env["PIP_CERT"] = str(ca_cert)
     return env
-
-
-def _make_venv(prefix: Path, python: str, progress: Callable[[str], None]) -> None:
-    progress(f"creating a Python {python} venv at {prefix}")
-    proc = subprocess.run([uv_binary(), "venv", "--seed", "--no-python-downloads", "--no-config",
-                           "--allow-existing",
-                           "--python", python, str(prefix)], capture_output=True, text=True,
-                          check=False)
-    if proc.returncode != 0:
-        raise InstallError(f"cannot create a Python {python} venv: {proc.stderr.strip()}",
-                           hint=f"install Python {python} on this machine (the lock targets it), "
-                           "or use the conda flavor, which brings its own Python")
 
 
 def _install_pip(lock_dir: Path, prefix: Path, ca_cert: Path | None,
@@ -266,10 +179,10 @@ def _check_prefix(prefix: Path, clear_incomplete: bool,
                      "would mix packages the lock does not list)", source="--prefix")
 
 
-def _write_marker(prefix: Path, manifest: dict) -> None:
+def _write_marker(prefix: Path, manifest: Manifest) -> None:
     import datetime as dt
 
-    doc = {"pid": os.getpid(), "lock": manifest["id"], "lock_hash": manifest["lock_hash"],
+    doc = {"pid": os.getpid(), "lock": manifest.id, "lock_hash": manifest.lock_hash,
            "started": dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()}
     try:
         prefix.mkdir(parents=True, exist_ok=True)
@@ -295,11 +208,8 @@ def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | No
     created = _check_prefix(prefix, clear_incomplete, progress)
     try:
         _write_marker(prefix, manifest)
-        conda = 0
-        if manifest["flavor"] == "conda":
-            conda = _install_conda(manifest, prefix, cache_dir, ca_cert, progress)
-        else:
-            _make_venv(prefix, manifest["target"]["python"], progress)
+        conda = flavor_for(manifest.flavor).create_env(manifest, prefix, cache_dir=cache_dir,
+                                                        ca_cert=ca_cert, progress=progress)
         pip = _install_pip(lock_dir, prefix, ca_cert, progress)
         (prefix / MARKER).unlink(missing_ok=True)
     except BaseException as exc:

@@ -1,9 +1,16 @@
 """Resolve the pip part of a lock with uv, for the target Python and platform.
 
+Input: requirement lines, the target Python and manylinux platform, the indexes. Output: the
+locked packages (:class:`PipPackage`: every usable wheel and sdist with URL and sha256).
+
 ``uv pip compile --python-version X.Y --python-platform <arch>-manylinux_<glibc>`` resolves for
 a Python this machine may not have (pip-tools cannot). Its PEP 751 output (pylock.toml) lists,
 per package, exactly the distributions usable on the target with URL and sha256 — the pip
-lock and the pip half of conda-lock.yml are both written from it, so uv runs once.
+lock and the pip half of conda-lock.yml are both written from it, so uv runs once. The file is
+read with ``packaging.pylock``; hand-written on top of it only the check that every file has
+a sha256 (PEP 751 accepts any hash; the locks pin sha256), to name the index that gave none.
+uv runs once per lock: a target glibc newer than this uv's list of manylinux tags is clamped
+from the list uv prints when it refuses the tag (one more run, only then).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.pylock import PackageSdist, PackageWheel, Pylock, PylockValidationError
 from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
@@ -27,6 +35,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+_PLATFORM = re.compile(r"\b[a-z0-9_]+-manylinux_\d+_\d+\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +106,7 @@ class PipResolveError(EnvgenError):
     """uv found no set of versions satisfying the requirements."""
 
 
+@functools.cache
 def uv_binary() -> str:
     try:
         from uv import find_uv_bin
@@ -116,14 +127,18 @@ def uv_platforms() -> tuple[str, ...]:
     knows manylinux tags up to some glibc, and refuses newer ones."""
     out = subprocess.run([uv_binary(), "pip", "compile", "--help"], capture_output=True,
                          text=True, check=False).stdout
-    return tuple(dict.fromkeys(re.findall(r"\b[a-z0-9_]+-manylinux_\d+_\d+\b", out)))
+    return tuple(dict.fromkeys(_PLATFORM.findall(out)))
 
 
 def uv_platform(python_platform: str) -> str:
     """``python_platform``, or the newest manylinux tag uv knows below it: a target whose
     glibc is newer than uv's list (Debian 13's 2.41) runs every wheel of the older tags,
     and wheels tagged newer than uv knows are not published."""
-    known = uv_platforms()
+    return clamp_platform(python_platform, uv_platforms())
+
+
+def clamp_platform(python_platform: str, known: tuple[str, ...]) -> str:
+    """``python_platform``, or the newest of the manylinux tags ``known`` below it."""
     if not known or python_platform in known:
         return python_platform
     arch, _, tag = python_platform.partition("-")
@@ -195,31 +210,54 @@ def _indent(text: str) -> str:
     return "\n".join("    " + line for line in text.splitlines()[-25:])
 
 
-def _dist(raw: dict) -> Dist:
-    url = raw.get("url") or raw.get("path") or ""
-    sha = (raw.get("hashes") or {}).get("sha256", "")
-    name = raw.get("name") or url.rsplit("/", 1)[-1].split("#", 1)[0]
-    return Dist(url=url, sha256=sha, filename=name)
+def _dist(d: PackageWheel | PackageSdist) -> Dist:
+    return Dist(url=d.url or d.path or "", sha256=d.hashes.get("sha256", ""),
+                filename=d.filename)
 
 
 def parse_pylock(text: str) -> list[PipPackage]:
-    """The packages of a PEP 751 lock, each with its usable distributions."""
-    doc = tomllib.loads(text)
+    """The packages of a PEP 751 lock (``packaging.pylock``), each with its usable
+    distributions, sorted by name."""
+    try:
+        doc = tomllib.loads(text)
+        lock = Pylock.from_dict(doc)
+    except tomllib.TOMLDecodeError as exc:
+        raise EnvgenError(f"uv wrote a pylock.toml that is not TOML ({exc})",
+                          hint="report this with `uv --version`") from None
+    except PylockValidationError as exc:
+        _no_sha256(doc)
+        raise EnvgenError(f"uv wrote a pylock.toml envgen cannot read ({exc})",
+                          hint="report this with `uv --version`: envgen reads PEP 751 "
+                          "lock-version 1.x") from None
     out = []
-    for p in doc.get("packages", []):
-        wheels = tuple(_dist(w) for w in p.get("wheels", []))
-        sdist = _dist(p["sdist"]) if p.get("sdist") else None
+    for p in lock.packages:
+        wheels = tuple(_dist(w) for w in p.wheels or ())
+        sdist = _dist(p.sdist) if p.sdist else None
         if not wheels and sdist is None:
-            raise EnvgenError(f"uv locked {p.get('name')} without a downloadable file "
-                              f"({p.get('vcs') or p.get('directory') or p.get('archive')})",
+            source = p.vcs or p.directory or p.archive
+            where = getattr(source, "url", None) or getattr(source, "path", None) or source
+            raise EnvgenError(f"uv locked {p.name} without a downloadable file ({where})",
                               hint="lock only index packages: drop direct URL requirements")
         for d in (*wheels, *([sdist] if sdist else [])):
             if not d.sha256:
-                raise EnvgenError(f"the index gave no sha256 for {d.url}",
-                                  hint="use an index that publishes hashes (PEP 503 #sha256=)")
-        out.append(PipPackage(name=p["name"], version=str(p["version"]), wheels=wheels,
-                              sdist=sdist))
+                raise _unhashed(d.url)
+        out.append(PipPackage(name=p.name, version=str(p.version), wheels=wheels, sdist=sdist))
     return sorted(out, key=lambda p: p.name)
+
+
+def _unhashed(url: str) -> EnvgenError:
+    return EnvgenError(f"the index gave no sha256 for {url}",
+                       hint="use an index that publishes hashes (PEP 503 #sha256=)")
+
+
+def _no_sha256(doc: dict) -> None:
+    """The error for a file without a sha256 (which PEP 751 calls invalid, in its words)."""
+    for p in doc.get("packages", ()) if isinstance(doc, dict) else ():
+        files = [*(p.get("wheels") or ()), *([p["sdist"]] if p.get("sdist") else [])] \
+            if isinstance(p, dict) else []
+        for f in files:
+            if isinstance(f, dict) and not (f.get("hashes") or {}).get("sha256"):
+                raise _unhashed(f.get("url") or f.get("path") or "?")
 
 
 def compile_pip(requirements: tuple[str, ...], *, python_version: str, python_platform: str,
@@ -229,25 +267,33 @@ def compile_pip(requirements: tuple[str, ...], *, python_version: str, python_pl
                 progress: Callable[[str], None] = lambda _m: None) -> list[PipPackage]:
     """Resolve and hash-pin ``requirements`` for the target; one uv run."""
     progress(f"resolving pip packages for Python {python_version} ({python_platform}) with uv")
-    platform = uv_platform(python_platform)
-    if platform != python_platform:
-        progress(f"  uv knows manylinux tags up to {platform}; resolving for it (a "
-                 f"{python_platform} machine runs those wheels)")
-        python_platform = platform
+    env = dict(os.environ)
+    for key in ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX",
+                "UV_FIND_LINKS", "PIP_FIND_LINKS", "UV_PYTHON"):
+        env.pop(key, None)  # the lock's sources are exactly the ones named on the line
+    if ca_cert is not None:
+        env["SSL_CERT_FILE"] = str(ca_cert)
     with tempfile.TemporaryDirectory(prefix="envgen-uv-") as tmp:
         req_in, out = Path(tmp) / "requirements.in", Path(tmp) / "pylock.toml"
         req_in.write_text("".join(f"{r}\n" for r in requirements), encoding="utf-8")
-        cmd = compile_command(req_in, out, python_version=python_version,
-                              python_platform=python_platform, index_url=index_url,
-                              extra_index_urls=extra_index_urls, cache_dir=cache_dir,
-                              offline=offline, exclude_newer=exclude_newer)
-        env = dict(os.environ)
-        for key in ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX",
-                    "UV_FIND_LINKS", "PIP_FIND_LINKS", "UV_PYTHON"):
-            env.pop(key, None)  # the lock's sources are exactly the ones named on the line
-        if ca_cert is not None:
-            env["SSL_CERT_FILE"] = str(ca_cert)
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+
+        def run(platform: str) -> subprocess.CompletedProcess:
+            cmd = compile_command(req_in, out, python_version=python_version,
+                                  python_platform=platform, index_url=index_url,
+                                  extra_index_urls=extra_index_urls, cache_dir=cache_dir,
+                                  offline=offline, exclude_newer=exclude_newer)
+            return subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+
+        proc = run(python_platform)
+        if proc.returncode != 0 and f"'{python_platform}' for '--python-platform" in proc.stderr:
+            # a glibc newer than this uv's tags: uv lists the ones it knows
+            listed = proc.stderr.partition("possible values:")[2]
+            platform = clamp_platform(python_platform,
+                                      tuple(dict.fromkeys(_PLATFORM.findall(listed))))
+            if platform != python_platform:
+                progress(f"  uv knows manylinux tags up to {platform}; resolving for it (a "
+                         f"{python_platform} machine runs those wheels)")
+                proc = run(platform)
         if proc.returncode != 0:
             raise _failure(proc.stderr, [index_url, *extra_index_urls], offline)
         return parse_pylock(out.read_text(encoding="utf-8"))

@@ -142,69 +142,88 @@ def index_urls(facts_sources: dict[str, str], combo: Combination,
 
 def make_plan(facts: Facts, combo: Combination, options: LockOptions,
               sources: dict[str, str]) -> LockPlan:
-    """The conda specs and pip requirements that lock ``combo`` in ``options.flavor``."""
-    tc: Toolchain | None = facts.toolchain
-    if tc is None:
+    """The conda specs and pip requirements that lock ``combo`` in ``options.flavor``: the
+    flavor's own ``plan`` (envgen/lock/flavors.py chooses it by name)."""
+    from envgen.lock.flavors import flavor_for  # the flavors build on this module
+
+    if facts.toolchain is None:
         raise DataError("the matrix has no curated/toolchain.toml",
                         hint="restore matrix/curated/toolchain.toml from the repository")
-    flavor = options.flavor
-    if flavor not in Toolchain.FLAVORS:
-        raise UsageError(f"unknown flavor {flavor!r}",
-                         hint="use --flavor conda, --flavor venv or --flavor os-package")
-    if flavor in Toolchain.OS_FLAVORS:
-        return _os_package_plan(facts, combo, options, sources)
-    system = combo.nvcc_from == "system"
-    rule = CudaRule(cuda="", source="--nvcc") if system else tc.rule(flavor, combo.cuda)
+    return flavor_for(options.flavor).plan(facts, combo, options, sources)
+
+
+def _rule(tc: Toolchain, flavor: str, combo: Combination) -> CudaRule:
+    """The toolchain rule that provides nvcc for ``combo`` in ``flavor`` (--nvcc: none)."""
+    if combo.nvcc_from == "system":
+        return CudaRule(cuda="", source="--nvcc")
+    rule = tc.rule(flavor, combo.cuda)
     if rule is None:
         raise UsageError(
             f"{combo.id} cannot be locked as --flavor {flavor}: {tc.why_not(flavor, combo.cuda)}",
             hint="use --flavor conda, or ask for a CUDA the flavor covers "
             "(`envgen resolve --flavor venv` lists them)")
+    return rule
+
+
+def _pip_plan(requirements, index: str, extras: tuple[str, ...], combo: Combination) -> PipPlan:
+    return PipPlan(requirements=tuple(requirements), index_url=index, extra_index_urls=extras,
+                   python_version=combo.python.rstrip("t"), python_platform=python_platform(combo))
+
+
+def conda_plan(facts: Facts, combo: Combination, options: LockOptions,
+               sources: dict[str, str]) -> LockPlan:
+    """The conda flavor: Python, gcc, nvcc = torch's CUDA, libaio and ninja from conda
+    channels (solved for the target's virtual packages); torch and the framework from pip."""
+    tc = facts.toolchain
+    rule = _rule(tc, "conda", combo)
     index, extras = index_urls(sources, combo, options)
-    env: dict[str, str] = {}
     requirements = [combo.torch_pin, f"{combo.framework}=={combo.framework_version}",
                     *tc.build_requirements(combo.framework, combo.torch)]
-    if flavor == "conda":
-        gcc = conda_gcc(facts, combo)
-        values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=gcc,
-                      release=tc.conda_releases.get(combo.cuda, combo.cuda))
-        names = options.channels if options.channels is not None else (
-            *(_fill(c, **values) for c in rule.channels), *tc.conda_channels)
-        alias = options.channel_alias or tc.channel_alias
-        channels = tuple(dict.fromkeys(channel_url(c, alias) for c in names))
-        if not channels:
-            raise UsageError("no conda channels to solve against",
-                             hint="pass --channel NAME_OR_URL (e.g. --channel conda-forge)")
-        specs = [_fill(s, **values) for s in (*tc.conda_specs, *tc.conda_compiler, *rule.specs)]
-        glibc = combo.glibc
-        virtual = (("__archspec", "1", combo.platform.split("-", 1)[1]),
-                   ("__cuda", combo.cuda, "0"),
-                   ("__glibc", glibc, "0"),
-                   ("__linux", tc.linux_version, "0"),
-                   ("__unix", "0", "0"))
-        conda = CondaPlan(channels=channels, specs=tuple(specs),
-                          subdir=tc.subdirs[combo.platform], virtual=virtual)
-        if not system:
-            env["CUDA_HOME"] = "$CONDA_PREFIX"
-        os_packages: tuple[str, ...] = ()
-    else:
-        gcc = combo.gcc
-        values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=gcc,
-                      release=combo.cuda)
-        requirements += [_fill(r, **values) for r in rule.requirements]
-        conda = None
-        family = facts.oses[combo.os].family
-        os_packages = tuple(_fill(p, **values) for p in tc.venv_os_packages.get(family, ()))
-        if rule.cuda_home:
-            env["CUDA_HOME"] = f"$SITE_PACKAGES/{rule.cuda_home}"
-    pip = PipPlan(requirements=tuple(requirements), index_url=index, extra_index_urls=extras,
-                  python_version=combo.python.rstrip("t"), python_platform=python_platform(combo))
-    return LockPlan(combination=combo, flavor=flavor, conda=conda, pip=pip, gcc=gcc,
+    gcc = conda_gcc(facts, combo)
+    values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=gcc,
+                  release=tc.conda_releases.get(combo.cuda, combo.cuda))
+    names = options.channels if options.channels is not None else (
+        *(_fill(c, **values) for c in rule.channels), *tc.conda_channels)
+    alias = options.channel_alias or tc.channel_alias
+    channels = tuple(dict.fromkeys(channel_url(c, alias) for c in names))
+    if not channels:
+        raise UsageError("no conda channels to solve against",
+                         hint="pass --channel NAME_OR_URL (e.g. --channel conda-forge)")
+    specs = [_fill(s, **values) for s in (*tc.conda_specs, *tc.conda_compiler, *rule.specs)]
+    virtual = (("__archspec", "1", combo.platform.split("-", 1)[1]),
+               ("__cuda", combo.cuda, "0"),
+               ("__glibc", combo.glibc, "0"),
+               ("__linux", tc.linux_version, "0"),
+               ("__unix", "0", "0"))
+    conda = CondaPlan(channels=channels, specs=tuple(specs), subdir=tc.subdirs[combo.platform],
+                      virtual=virtual)
+    env = {} if combo.nvcc_from == "system" else {"CUDA_HOME": "$CONDA_PREFIX"}
+    return LockPlan(combination=combo, flavor="conda", conda=conda,
+                    pip=_pip_plan(requirements, index, extras, combo), gcc=gcc,
+                    os_packages=(), env=env, exclude_newer=options.exclude_newer)
+
+
+def venv_plan(facts: Facts, combo: Combination, options: LockOptions,
+              sources: dict[str, str]) -> LockPlan:
+    """The venv flavor: everything from pip (nvcc from NVIDIA's wheels, CUDA 13+ or --nvcc);
+    the OS provides Python, gcc and libaio (``os_packages``)."""
+    tc = facts.toolchain
+    rule = _rule(tc, "venv", combo)
+    index, extras = index_urls(sources, combo, options)
+    values = dict(cuda=combo.cuda, python=combo.python.rstrip("t"), gcc=combo.gcc,
+                  release=combo.cuda)
+    requirements = [combo.torch_pin, f"{combo.framework}=={combo.framework_version}",
+                    *tc.build_requirements(combo.framework, combo.torch),
+                    *(_fill(r, **values) for r in rule.requirements)]
+    family = facts.oses[combo.os].family
+    os_packages = tuple(_fill(p, **values) for p in tc.venv_os_packages.get(family, ()))
+    env = {"CUDA_HOME": f"$SITE_PACKAGES/{rule.cuda_home}"} if rule.cuda_home else {}
+    return LockPlan(combination=combo, flavor="venv", conda=None,
+                    pip=_pip_plan(requirements, index, extras, combo), gcc=combo.gcc,
                     os_packages=os_packages, env=env, exclude_newer=options.exclude_newer)
 
 
-
-def _os_package_plan(facts: Facts, combo: Combination, options: LockOptions,
+def os_package_plan(facts: Facts, combo: Combination, options: LockOptions,
                      sources: dict[str, str]) -> LockPlan:
     """The os-package flavor: pip for torch and the framework, and from the OS its own CUDA
     toolkit (the packages harvested/os_toolkits.json names), its g++ and libaio."""

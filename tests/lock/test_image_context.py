@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import io
 import tarfile
+from types import SimpleNamespace
 
 import pytest
 
 from envgen.errors import UsageError
-from envgen.image.build import BuildFailed, _follow, _sdk_lines, names_for
+from envgen.image.build import names_for
+from envgen.image.buildlog import BuildFailed, _follow
 from envgen.image.context import build_hash, context_files, context_tar, read_ca_certs
+from envgen.image.engines import _sdk_lines
+from envgen.lock.manifest import ImageSection
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 
@@ -115,15 +119,17 @@ def test_follow_reports_the_failing_step_with_the_tail():
 
 def test_names_need_an_image_lock():
     with pytest.raises(UsageError, match="made without --image"):
-        names_for({"image": None}, None)
-    name = names_for({"image": {"repository": "envgen/deepspeed", "tag": "t"}}, "reg:5000/x")
+        names_for(SimpleNamespace(image=None), None)
+    image = ImageSection(dockerfile="Dockerfile", base="b", repository="envgen/deepspeed",
+                         tag="t")
+    name = names_for(SimpleNamespace(image=image), "reg:5000/x")
     assert name.ref() == "reg:5000/x/deepspeed:t"
 
 
 def test_follow_heartbeat_and_verbose_log(monkeypatch):
-    import envgen.image.build as build
+    import envgen.image.buildlog as buildlog
 
-    monkeypatch.setattr(build, "HEARTBEAT", 0.0)
+    monkeypatch.setattr(buildlog, "HEARTBEAT", 0.0)
     said, logged = [], []
     stream = [{"stream": "Step 1/1 : RUN make\n"}, {"stream": "compiling a.cu\n"},
               {"aux": {"ID": "sha256:feed"}}]

@@ -188,6 +188,7 @@ def test_yaml_round_trips_tricky_strings():
 
 def test_parse_pylock_and_target_tags():
     text = """lock-version = "1.0"
+created-by = "uv"
 [[packages]]
 name = "b"
 version = "1.0"
