@@ -1,4 +1,9 @@
-"""Verification that runs inside a built env or image: ``ops.py`` (each op compiled, loaded
-and checked against a reference) and ``smoke.py`` (torchrun: collectives and engine steps).
-Both are standalone scripts (standard library, torch and the framework only); ``launch`` and
-``record`` are envgen's side: start them, collect their output, write a result record."""
+"""Verify an installed env or a built image, envgen's side: ``launch`` starts the checks in
+the target (an interpreter here, or ``docker run`` of the image) and collects what they wrote;
+``record`` turns that into a result record.
+
+The checks themselves are envgen/inside's ``ops.py`` (each op compiled, loaded and checked
+against a reference) and ``smoke.py`` (torchrun: collectives and engine steps): standalone
+scripts that run in the target with the standard library, torch and the framework only.
+envgen.api.verify wires these together.
+"""

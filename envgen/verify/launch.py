@@ -1,7 +1,11 @@
-"""Launch the smoke test with torchrun in a target Python and collect what its ranks wrote.
+"""Start the in-target checks (envgen/inside: ``ops.py``, ``smoke.py``) in an interpreter here
+or in a built image, and collect what they wrote.
 
-The checks themselves (``smoke.py``) run in the target env or image and need only the
-standard library, torch and the framework; this side only starts them and reads the results.
+Inputs: a Target (``--python`` or ``--image``), the framework, the checks' options. Outputs:
+ops.py's JSON document with its log (:func:`run_ops`), a :class:`SmokeResult`
+(:func:`run_smoke`), the image's content id (:func:`image_id`). The checks themselves need
+only the standard library, torch and the framework; this side only starts them (in a process
+group of their own, stopped with it) and reads the results.
 """
 
 from __future__ import annotations
@@ -10,20 +14,49 @@ import json
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from envgen.errors import EnvgenError, EnvironmentProblem, UsageError
+from envgen import inside
+from envgen.errors import DaemonError, EnvgenError, EnvironmentProblem, UsageError
 
-VERIFY_DIR = Path(__file__).resolve().parent
-SMOKE = VERIFY_DIR / "smoke.py"
-IN_IMAGE = "/opt/envgen-verify"  # where VERIFY_DIR is mounted in an image
+SCRIPTS_DIR = inside.path("ops.py").parent  # envgen/inside: mounted read-only in an image
+IN_IMAGE = "/opt/envgen-verify"  # where SCRIPTS_DIR is mounted in an image
+CHECKS_PREFIX = "checks_"
+
+
+def _quiet(_message: str) -> None:
+    pass
+
+
+def frameworks() -> list[str]:
+    """The frameworks that have checks: one envgen/inside/checks_<name>.py each ("-" written
+    "_"), as checks_common.frameworks() finds them in the target."""
+    return sorted(name[len(CHECKS_PREFIX):-len(".py")].replace("_", "-")
+                  for name in inside.SCRIPTS
+                  if name.startswith(CHECKS_PREFIX) and name != f"{CHECKS_PREFIX}common.py")
+
+
+def gpus_here() -> bool:
+    """Whether this machine has NVIDIA GPUs (NVML), for ``docker run --gpus all``."""
+    from envgen.gpus import visible_gpus
+
+    return bool(visible_gpus())
+
+
+def target_for(python: str | None, image: str | None, docker: str = "docker") -> Target:
+    """The checks' target: ``image`` (with --gpus all when this machine has GPUs) or the
+    interpreter ``python``."""
+    if image is None:
+        return Target(python=python)
+    return Target(image=image, docker=docker, gpus=gpus_here())
 
 
 @dataclass(frozen=True)
 class Target:
     """Where the checks run: an interpreter here (``python``) or a built image (``image``,
-    with this directory and an output folder mounted; ``--gpus all`` when GPUs exist)."""
+    with envgen/inside and an output folder mounted; ``--gpus all`` when GPUs exist)."""
 
     python: str | None = None
     image: str | None = None
@@ -32,16 +65,16 @@ class Target:
 
     def argv(self, script: str, args: list[str], out: Path, torchrun: list[str] | None = None
              ) -> list[str]:
-        """The command that runs ``script`` (a file in envgen/verify) with ``args``; the
+        """The command that runs ``script`` (a file in envgen/inside) with ``args``; the
         placeholder "{out}" in args is the output folder as the target sees it."""
         if self.image is None:
             inner = [a.replace("{out}", str(out)) for a in args]
-            return [self.python or "python", *(torchrun or []), str(VERIFY_DIR / script),
+            return [self.python or "python", *(torchrun or []), str(inside.path(script)),
                     *inner]
         inner = [a.replace("{out}", "/out") for a in args]
         return [self.docker, "run", "--rm", "--shm-size", "1g", "--network", "host",
                 *(["--gpus", "all"] if self.gpus else []),
-                "-v", f"{VERIFY_DIR}:{IN_IMAGE}:ro", "-v", f"{out}:/out",
+                "-v", f"{SCRIPTS_DIR}:{IN_IMAGE}:ro", "-v", f"{out}:/out",
                 "-e", "TORCH_EXTENSIONS_DIR=/tmp/torch-extensions",
                 self.image, "python", *(torchrun or []), f"{IN_IMAGE}/{script}", *inner]
 
@@ -113,6 +146,71 @@ def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
         proc.wait()
 
 
+def run_ops(target: Target, framework: str, ops: tuple[str, ...] | None = None, *,
+            progress: Callable[[str], None] = _quiet,
+            debug: Callable[[str], None] = _quiet) -> tuple[dict, str]:
+    """Run ops.py in the target: (its JSON document, the log). Its one line per op goes to
+    ``progress`` as the op finishes; the rest of what it prints (the framework's warnings,
+    compiler output) goes to the log, and to ``debug`` line by line. EnvgenError with the
+    log's tail when it wrote no result."""
+    with tempfile.TemporaryDirectory(prefix="envgen-ops-") as tmp:
+        out = Path(tmp) / "ops.json"
+        extra = ["--ops", ",".join(ops)] if ops else []
+        cmd = target.argv("ops.py", ["--framework", framework, "--out", "{out}/ops.json",
+                                     *extra], target.prepare(Path(tmp)))
+        progress(f"ops: {framework} in {target.describe()}")
+        with tempfile.TemporaryFile("w+") as err:
+            proc = start(cmd, stdout=subprocess.PIPE, stderr=err)
+            lines = []
+            try:
+                with proc.stdout:
+                    for line in proc.stdout:
+                        lines.append(line)
+                        progress(f"  {line.rstrip()}")
+                code = proc.wait()
+            except BaseException:  # Ctrl-C, SIGTERM: stop the check (and its container)
+                stop(proc)
+                raise
+            err.seek(0)
+            log = "".join(lines) + err.read()
+        for line in log.splitlines()[len(lines):]:
+            debug(f"  | {line}")
+        if not out.is_file():
+            tail = "\n".join(log.splitlines()[-20:])
+            raise EnvgenError(f"the ops check did not run in {target.describe()} (exit {code})",
+                              hint=(f"its output ends:\n{tail}\n" if tail else "it printed "
+                                    "nothing; ") + "is --python the env's interpreter, with "
+                              "torch and the framework importable?")
+        return json.loads(out.read_text()), log
+
+
+def image_id(ref: str) -> str:
+    """The image's content id (sha256:…) as the daemon (DOCKER_HOST, else the local socket)
+    has it, read with the docker SDK; DaemonError with the fix when the daemon cannot be
+    reached (envgen.image.build.docker_client) or has no such image."""
+    import docker
+
+    from envgen.image.build import docker_client
+
+    client = docker_client()
+    try:
+        return client.images.get(ref).id
+    except docker.errors.ImageNotFound as exc:
+        raise DaemonError(f"cannot inspect image {ref}: {_short(exc)}",
+                          hint="check the reference, or build it first (envgen build)"
+                          ) from None
+    except Exception as exc:  # docker.errors.APIError, a connection lost (requests)
+        raise DaemonError(f"cannot inspect image {ref}: {_short(exc)}",
+                          hint="check that dockerd runs and answers") from None
+    finally:
+        client.close()
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1][:300] if text else type(exc).__name__
+
+
 def gpu_count(target: Target | str) -> int:
     """Visible GPUs as the target's torch sees them (0 without CUDA or without a GPU)."""
     target = Target(python=target) if isinstance(target, str) else target
@@ -129,7 +227,8 @@ def gpu_count(target: Target | str) -> int:
 
 def run_smoke(python: str | Target, framework: str, nproc: int | None = None,
               backend: str = "auto", timeout: float = 300.0, steps: int = 5,
-              env: dict | None = None, progress=lambda _m: None) -> SmokeResult:
+              env: dict | None = None, progress: Callable[[str], None] = _quiet
+              ) -> SmokeResult:
     """``torchrun --nproc_per_node=<nproc>`` the smoke test; nproc defaults to the visible
     GPUs, or 2 CPU processes (gloo) without any."""
     target = Target(python=python) if isinstance(python, str) else python

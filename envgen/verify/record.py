@@ -1,11 +1,12 @@
-"""Turn what ``ops.py`` and ``smoke.py`` reported into one result record (schema 1,
-matrix/results/README.md), validated by envgen.results.record before it is written."""
+"""Turn what ``ops.py`` and ``smoke.py`` (envgen/inside) reported into one result record
+(schema 1, matrix/results/README.md), validated by envgen.results.record before it is written.
+
+Inputs: ops.py's JSON document, a launch.SmokeResult, the lock's id and hash, this machine's
+driver (NVML, envgen.gpus). Output: a ResultRecord."""
 
 from __future__ import annotations
 
 import hashlib
-import shutil
-import subprocess
 from datetime import datetime, timezone
 
 from envgen import __version__
@@ -17,18 +18,11 @@ def utc_now() -> str:
 
 
 def driver_info() -> tuple[str | None, str | None]:
-    """(driver version, the CUDA version the driver supports) from nvidia-smi, if present."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None, None
-    try:
-        out = subprocess.run([smi, "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout.split()
-        head = subprocess.run([smi], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None, None
-    cuda = head.split("CUDA Version:", 1)[1].split()[0] if "CUDA Version:" in head else None
-    return (out[0] if out else None), cuda
+    """(driver version, the newest CUDA the driver supports) from NVML (envgen.gpus), or
+    (None, None) without a driver."""
+    from envgen.gpus import cuda_driver_version, driver_version
+
+    return driver_version(), cuda_driver_version()
 
 
 def build_record(*, combination: str, lock_hash: str, image: dict | None, started: str,

@@ -1,13 +1,14 @@
-"""images/check-ops.py, the builder's proof that the ops were compiled, run as the image runs
-it: a script with the target's Python and the standard library only."""
+"""envgen/inside/check-ops.py, the builder's proof that the ops were compiled, run as the image
+runs it: a script with the target's Python and the standard library only."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
-SCRIPT = Path(__file__).parents[2] / "images" / "check-ops.py"
+from envgen import inside
+
+SCRIPT = inside.path("check-ops.py")
 # a compiled module that moved between releases, like megatron.core.datasets.helpers(_cpp):
 # NumPy 2 has _multiarray_umath under numpy._core, NumPy 1 under numpy.core
 RENAMED = "numpy._core._multiarray_umath|numpy.core._multiarray_umath"

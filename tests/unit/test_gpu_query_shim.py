@@ -1,4 +1,4 @@
-"""images/sitecustomize.py: on a GPU-less builder, torch.cuda's device queries are answered
+"""envgen/inside/sitecustomize.py: on a GPU-less builder, torch.cuda's device queries are answered
 from TORCH_CUDA_ARCH_LIST (Colossal-AI's extensions ask for the GPU's compute capability while
 computing their nvcc flags); a stand-in torch records what the shim did."""
 
@@ -30,7 +30,7 @@ def _torch(tmp: Path, devices: int) -> Path:
 
 
 def _run(site: Path, **env: str) -> subprocess.CompletedProcess:
-    path = os.pathsep.join([str(ROOT / "images"), str(site)])
+    path = os.pathsep.join([str(ROOT / "envgen" / "inside"), str(site)])
     return subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
                           env={"PATH": os.environ["PATH"], "PYTHONPATH": path, **env},
                           timeout=60)
@@ -62,7 +62,7 @@ def test_it_does_nothing_unless_switched_on_with_archs(tmp_path, env):
 
 
 def test_the_colossalai_image_puts_it_on_the_builds_path_only():
-    from envgen.image.recipes import load_recipes
+    from envgen.facts.images import load_recipes
 
     recipes = load_recipes(ROOT / "matrix")
     assert recipes.ops["colossalai"].gpu_query_shim

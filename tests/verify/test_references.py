@@ -8,13 +8,13 @@ import importlib
 import numpy as np
 import pytest
 
-from envgen.verify.launch import VERIFY_DIR
+from envgen import inside
 
 
 @pytest.fixture
 def checks_megatron(monkeypatch):
     """The check module as the target imports it: a top-level module beside checks_common."""
-    monkeypatch.syspath_prepend(str(VERIFY_DIR))
+    monkeypatch.syspath_prepend(str(inside.path("checks_common.py").parent))
     return importlib.import_module("checks_megatron_core")
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from envgen.verify.launch import IN_IMAGE, VERIFY_DIR, Target
+from envgen import inside
+from envgen.verify.launch import IN_IMAGE, SCRIPTS_DIR, Target
 
 
 def test_local_target_runs_the_script_with_the_given_python(tmp_path):
     argv = Target(python="/env/bin/python").argv("ops.py", ["--out", "{out}/ops.json"], tmp_path)
-    assert argv == ["/env/bin/python", str(VERIFY_DIR / "ops.py"), "--out",
+    assert argv == ["/env/bin/python", str(inside.path("ops.py")), "--out",
                     f"{tmp_path}/ops.json"]
 
 
@@ -21,7 +22,7 @@ def test_image_target_mounts_scripts_and_output(tmp_path):
                        torchrun=["-m", "torch.distributed.run", "--nproc_per_node=8"])
     assert argv[:3] == ["/usr/bin/docker", "run", "--rm"]
     assert argv[argv.index("--gpus"):argv.index("--gpus") + 2] == ["--gpus", "all"]
-    assert f"{VERIFY_DIR}:{IN_IMAGE}:ro" in argv and f"{out}:/out" in argv
+    assert f"{SCRIPTS_DIR}:{IN_IMAGE}:ro" in argv and f"{out}:/out" in argv
     tail = argv[argv.index("envgen/deepspeed:t"):]
     assert tail == ["envgen/deepspeed:t", "python", "-m", "torch.distributed.run",
                     "--nproc_per_node=8", f"{IN_IMAGE}/smoke.py", "--out", "/out"]

@@ -9,11 +9,11 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-from pathlib import Path
 
 import pytest
 from verify_envs import LOCK_HASH, envgen, write_lock
 
+from envgen import inside
 from envgen.verify.launch import run_smoke
 
 pytestmark = pytest.mark.integration
@@ -65,7 +65,7 @@ def test_ops_of_a_missing_framework_fail_instead_of_skipping(megatron_env):
 
 
 def test_ops_unknown_op_is_a_usage_error(megatron_env):
-    ops = Path(__file__).parents[2] / "envgen" / "verify" / "ops.py"
+    ops = inside.path("ops.py")
     proc = subprocess.run([megatron_env["python"], str(ops), "--framework", "megatron-core",
                            "--ops", "helpers_cpp,fused_adam"], capture_output=True, text=True,
                           env=megatron_env["env"], timeout=120)
@@ -76,7 +76,7 @@ def test_ops_unknown_op_is_a_usage_error(megatron_env):
 def test_smoke_failure_names_rank_and_check(torch_env, tmp_path):
     """A rank that never joins: the other one times out naming the check, not a hang."""
     env = {**torch_env["env"]}
-    smoke = Path(__file__).parents[2] / "envgen" / "verify" / "smoke.py"
+    smoke = inside.path("smoke.py")
     proc = subprocess.run(
         [torch_env["python"], str(smoke), "--framework", "none", "--out", str(tmp_path),
          "--timeout", "8"],

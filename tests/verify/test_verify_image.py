@@ -3,7 +3,7 @@ GPU runners run them (`nox -s smoke`), short of `--gpus all`.
 
 The image is Debian's Python with a CPU torch and Megatron-Core (no compilers needed for its
 smoke test), built FROM the debootstrap base from wheels downloaded on the host, and run as
-uid 1000 like envgen's runtime images: the verify folder is mounted read-only, the output
+uid 1000 like envgen's runtime images: envgen/inside is mounted read-only, the output
 folder written by the container, torchrun runs 2 gloo ranks inside it, and the record names
 the image and its digest.
 """
@@ -75,3 +75,15 @@ def test_verify_all_inside_the_image(megatron_image, tmp_path):
     assert {("megatron_tensor_parallel", 0), ("megatron_tensor_parallel", 1)} <= passed
     assert doc["tools"]["framework_version"] == "0.16.1" and doc["status"] == "pass"
     assert doc["tools"]["python"].startswith("3.11")  # the image's Python, not the host's
+
+
+def test_image_id_of_a_missing_image_says_so(docker_ready):
+    """The record's digest comes from the docker SDK; an image the daemon lacks is a
+    DaemonError naming it, with the fix."""
+    from envgen.errors import DaemonError
+    from envgen.verify.launch import image_id
+
+    with pytest.raises(DaemonError) as err:
+        image_id("envgen-test/no-such-image:never")
+    assert err.value.message.startswith("cannot inspect image envgen-test/no-such-image:never")
+    assert "envgen build" in err.value.hint
