@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import platform
-import shutil
-import subprocess
 from pathlib import Path
+
+from envgen.gpus import visible_gpus
 
 
 def _os_name() -> str:
@@ -32,16 +32,8 @@ def _memory_gib() -> float:
 
 
 def gpus() -> list[str]:
-    """The model of each GPU ``nvidia-smi -L`` lists (none without a driver)."""
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return []
-    try:
-        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    """The model of each GPU NVML lists (:mod:`envgen.gpus`; none without a driver)."""
+    return [gpu.name for gpu in visible_gpus()]
 
 
 def machine(docker_version: str | None = None) -> dict:

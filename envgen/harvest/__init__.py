@@ -1,4 +1,10 @@
-"""Harvest facts from package indexes into ``matrix/harvested/`` (``envgen matrix update``).
+"""The harvest stage: facts from the real package indexes into ``matrix/harvested/``
+(``envgen matrix update``).
+
+Input: matrix/sources.toml (which indexes, which packages, the refresh limits) and the indexes
+themselves (PEP 503/691 pages, PEP 658 metadata, range-read wheels and sdists, Debian/Ubuntu
+Packages files). Output: the new snapshot (torch.json, frameworks.json, cuda.json,
+os_toolkits.json), its diff against the committed one, and (with --write) the files, atomically.
 
 Public entry points (what the CLI uses):
 
@@ -16,7 +22,7 @@ __all__ = ["UpdateOptions", "UpdateResult", "update_matrix"]
 
 
 def __getattr__(name: str):
-    # Lazy: `envgen make` reads harvest.sources without paying for requests & co.
+    # Lazy: importing envgen.harvest.<module> does not load the whole update (requests & co.)
     if name in __all__:
         from envgen.harvest import update
 

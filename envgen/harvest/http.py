@@ -1,22 +1,29 @@
 """HTTP for the harvester: a ``requests`` session with CA bundle, timeouts and retries.
 
-Retries cover connection errors, timeouts, truncated bodies, 429 and 5xx answers, with
-exponential backoff plus jitter, a bounded number of attempts and ``Retry-After`` honoured
-(capped). When the attempts are exhausted a :class:`~envgen.errors.NetworkError` names the
-URL, what went wrong and what to do next.
+Input: :class:`HttpOptions`. Output: :class:`Http`, whose ``get`` answers a response, ``None``
+for 404/410, or raises :class:`~envgen.errors.NetworkError` naming the URL, what went wrong
+and what to do next. Retries are urllib3's :class:`~urllib3.util.Retry` on the session's
+adapter: connection errors, timeouts, 429 and 5xx answers, a bounded number of attempts,
+exponential backoff with jitter, ``Retry-After`` honoured (capped at ``backoff_max``).
+
+Hand-written part (the loop in :meth:`Http.get`), kept because ``requests`` reads a body after
+urllib3 has returned the response: a body cut off mid-transfer is retried there, counted and
+spaced by the same ``Retry``.
 """
 
 from __future__ import annotations
 
-import email.utils
 import os
-import random
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any
 
 import requests
 from requests.adapters import HTTPAdapter
+from urllib3.exceptions import MaxRetryError, NewConnectionError, ProtocolError
+from urllib3.exceptions import TimeoutError as Urllib3Timeout
+from urllib3.util import Retry
 
 from envgen.errors import NetworkError
 
@@ -25,20 +32,42 @@ NETWORK_HINT = (
     "--ca-cert FILE for a TLS-intercepting proxy, or --offline to use the cache"
 )
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+USER_AGENT = "envgen-matrix-update (+https://pypi.org/project/envgen/)"
+_TRUNCATED = (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError,
+              requests.ConnectionError)
 
 
 @dataclass(frozen=True)
 class HttpOptions:
     timeout: float = 30.0  # seconds, per request (connect and each read)
     retries: int = 4  # extra attempts after the first
-    backoff: float = 0.5  # first back-off in seconds; doubles per attempt
+    backoff: float = 0.5  # urllib3's backoff factor: waits 0, 2×, 4×, … this, plus jitter
     backoff_max: float = 30.0  # cap for one back-off, Retry-After included
     ca_cert: str | None = None  # CA bundle; else REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE / certifi
     jobs: int = 8  # connection pool size (one per worker thread)
 
 
-def make_session(ca_cert: str | None = None, *, pool_size: int = 8) -> requests.Session:
-    """A session verifying TLS against ``ca_cert``, else ``REQUESTS_CA_BUNDLE``, else certifi."""
+class _Retry(Retry):
+    """urllib3's Retry with a server's ``Retry-After`` capped at ``backoff_max``."""
+
+    def get_retry_after(self, response: Any) -> float | None:
+        after = super().get_retry_after(response)
+        return None if after is None else min(after, self.backoff_max)
+
+
+def retry_policy(options: HttpOptions = HttpOptions()) -> Retry:
+    """The retries of ``options`` as a urllib3 ``Retry`` (GET/HEAD only; the last 429/5xx
+    answer is returned, not raised, so :meth:`Http.get` can name it)."""
+    return _Retry(total=options.retries, backoff_factor=options.backoff,
+                  backoff_max=options.backoff_max, backoff_jitter=options.backoff,
+                  status_forcelist=RETRY_STATUSES, allowed_methods=frozenset({"GET", "HEAD"}),
+                  respect_retry_after_header=True, raise_on_status=False)
+
+
+def make_session(ca_cert: str | None = None, *, pool_size: int = 8, retry: Retry | None = None,
+                 adapter: HTTPAdapter | None = None) -> requests.Session:
+    """A session verifying TLS against ``ca_cert``, else ``REQUESTS_CA_BUNDLE``, else certifi,
+    with ``adapter`` (default: a pooled ``HTTPAdapter`` retrying by ``retry``) mounted."""
     session = requests.Session()
     bundle = ca_cert or os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
     if bundle:
@@ -48,48 +77,58 @@ def make_session(ca_cert: str | None = None, *, pool_size: int = 8) -> requests.
                 hint="pass --ca-cert with a PEM file, or fix REQUESTS_CA_BUNDLE",
             )
         session.verify = bundle
-    adapter = HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size, max_retries=0)
+    adapter = adapter or HTTPAdapter(pool_connections=pool_size, pool_maxsize=pool_size,
+                                     max_retries=retry or retry_policy())
     session.mount("http://", adapter)
     session.mount("https://", adapter)
-    session.headers["User-Agent"] = "envgen-matrix-update (+https://pypi.org/project/envgen/)"
+    session.headers["User-Agent"] = USER_AGENT
     return session
 
 
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        try:
-            parsed = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
+def _failure(exc: requests.RequestException, timeout: float) -> str:
+    """What went wrong, in words, for a request that raised ``exc`` after its retries."""
+    reason = exc.args[0].reason if exc.args and isinstance(exc.args[0], MaxRetryError) else exc
+    if isinstance(reason, NewConnectionError):  # a subclass of urllib3's TimeoutError
+        return f"connection failed ({type(reason).__name__})"
+    if isinstance(exc, requests.Timeout) or isinstance(reason, Urllib3Timeout):
+        return f"timed out after {timeout:g}s"
+    return f"connection failed ({type(reason).__name__})"
+
+
+def _discard(response: requests.Response) -> None:
+    """Read (a caching adapter stores or drops a body only once it is read) and close."""
+    with suppress(requests.RequestException):
+        _ = response.content
+    response.close()
 
 
 class Http:
     """GETs with retries. Thread-safe for concurrent ``get`` calls."""
 
-    def __init__(
-        self,
-        options: HttpOptions = HttpOptions(),
-        session: requests.Session | None = None,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
+    def __init__(self, options: HttpOptions = HttpOptions(),
+                 session: requests.Session | None = None) -> None:
         self.options = options
-        self.session = session or make_session(options.ca_cert, pool_size=options.jobs)
-        self._sleep = sleep
+        self.retry = retry_policy(options)
+        self.session = session or make_session(options.ca_cert, pool_size=options.jobs,
+                                               retry=self.retry)
+        self._derived: list[Http] = []
+
+    def adapter_options(self) -> dict[str, Any]:
+        """``HTTPAdapter`` keyword arguments for this client's pool size and retries."""
+        return {"pool_connections": self.options.jobs, "pool_maxsize": self.options.jobs,
+                "max_retries": self.retry}
+
+    def with_adapter(self, adapter: HTTPAdapter) -> Http:
+        """A client with these options whose session uses ``adapter`` (made with
+        :meth:`adapter_options`), e.g. a caching one; closed with this one."""
+        derived = Http(self.options, make_session(self.options.ca_cert, adapter=adapter))
+        self._derived.append(derived)
+        return derived
 
     def close(self) -> None:
+        for derived in self._derived:
+            derived.close()
         self.session.close()
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        delay = self.options.backoff * (2**attempt)
-        delay += random.uniform(0, self.options.backoff)  # jitter spreads concurrent retries
-        if retry_after is not None:
-            delay = max(delay, retry_after)
-        return min(delay, self.options.backoff_max)
 
     def get(
         self,
@@ -99,60 +138,42 @@ class Http:
         stream: bool = False,
         allow: frozenset[int] = frozenset({200, 206, 304}),
     ) -> requests.Response | None:
-        """GET ``url``; ``None`` on 404/410. Non-streamed bodies are read inside the retry loop
-        so a truncated body is retried like a dropped connection. Streamed responses must be
-        closed by the caller."""
+        """GET ``url``; ``None`` on 404/410. Non-streamed bodies are read here (``requests``
+        is always asked to stream), so a truncated body is retried like a dropped connection.
+        Streamed responses must be closed by the caller."""
         attempts = self.options.retries + 1
-        problem = ""
-        for attempt in range(attempts):
-            retry_after = None
+        failed = f"GET {url} failed after {attempts} attempt{'s' if attempts > 1 else ''}"
+        retry = self.retry
+        while True:
             try:
-                response = self.session.get(
-                    url, headers=dict(headers or {}), stream=stream, timeout=self.options.timeout
-                )
-            except requests.Timeout:
-                problem = f"timed out after {self.options.timeout:g}s"
-            except (
-                requests.exceptions.ChunkedEncodingError,
-                requests.exceptions.ContentDecodingError,
-            ) as exc:
-                problem = f"truncated response ({type(exc).__name__})"
-            except requests.ConnectionError as exc:
-                problem = f"connection failed ({type(exc).__name__})"
+                response = self.session.get(url, headers=dict(headers or {}), stream=True,
+                                            timeout=self.options.timeout)
+            except (requests.Timeout, requests.ConnectionError) as exc:  # retries used up
+                raise NetworkError(f"{failed}: {_failure(exc, self.options.timeout)}",
+                                   hint=NETWORK_HINT) from None
             except requests.RequestException as exc:  # redirect loop, bad URL: not retried
                 raise NetworkError(f"GET {url} failed: {type(exc).__name__}: {exc}",
                                    hint=NETWORK_HINT) from None
-            else:
-                status = response.status_code
-                if status in allow:
-                    if stream:
-                        return response
-                    try:
-                        _ = response.content
-                    except (
-                        requests.exceptions.ChunkedEncodingError,
-                        requests.exceptions.ContentDecodingError,
-                        requests.ConnectionError,
-                    ) as exc:
-                        problem = f"truncated response ({type(exc).__name__})"
-                    else:
-                        return response
-                    finally:
-                        response.close()
-                else:
-                    response.close()
-                    if status in (404, 410):
-                        return None
-                    if status not in RETRY_STATUSES:
-                        raise NetworkError(
-                            f"GET {url} answered HTTP {status} {response.reason or ''}".rstrip(),
-                            hint=NETWORK_HINT,
-                        )
-                    problem = f"HTTP {status} {response.reason or ''}".rstrip()
-                    retry_after = _retry_after(response.headers.get("Retry-After"))
-            if attempt + 1 < attempts:
-                self._sleep(self._backoff(attempt, retry_after))
-        raise NetworkError(
-            f"GET {url} failed after {attempts} attempt{'s' if attempts > 1 else ''}: {problem}",
-            hint=NETWORK_HINT,
-        )
+            status = response.status_code
+            if status not in allow:
+                _discard(response)
+                if status in (404, 410):
+                    return None
+                answer = f"HTTP {status} {response.reason or ''}".rstrip()
+                if status in RETRY_STATUSES:  # what urllib3 retried, to the last attempt
+                    raise NetworkError(f"{failed}: {answer}", hint=NETWORK_HINT)
+                raise NetworkError(f"GET {url} answered {answer}", hint=NETWORK_HINT)
+            if stream:
+                return response
+            try:
+                _ = response.content
+                return response
+            except _TRUNCATED as exc:
+                try:
+                    retry = retry.increment("GET", url, error=ProtocolError(str(exc)))
+                except MaxRetryError:
+                    raise NetworkError(f"{failed}: truncated response ({type(exc).__name__})",
+                                       hint=NETWORK_HINT) from None
+                retry.sleep()
+            finally:
+                response.close()

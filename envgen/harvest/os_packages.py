@@ -62,7 +62,7 @@ from debian.debian_support import Version
 
 from envgen.errors import DataError, HarvestError, NetworkError, filesystem_error
 from envgen.harvest import snapshot
-from envgen.harvest.cache import page_meta, revalidation_headers
+from envgen.harvest.cache import fetch_page
 from envgen.harvest.diff import comparable
 from envgen.harvest.fetcher import Fetcher
 from envgen.schemas.check import check, where
@@ -73,7 +73,6 @@ SCHEMA_NAME = "harvested-os-toolkits"
 SCHEMA = 1
 ARCH = "amd64"
 VERIFIED = "sha256 (Release)"
-RELEASE_ACCEPT = "text/plain"  # the cache key of Release files among the cached pages
 BLOB_MEMBER = "Packages.xz"  # a verified Packages.xz, cached under its sha256
 _COMPILER = re.compile(r"(g\+\+|clang)-(\d+)(\.\d+)?")
 _GXX = re.compile(r"g\+\+-(\d+)")
@@ -154,21 +153,12 @@ def parse_release(body: bytes, url: str) -> dict[str, tuple[str, int]]:
 
 def fetch_release(fetch: Fetcher, url: str) -> dict[str, tuple[str, int]]:
     """The files a suite's Release lists (see :func:`parse_release`). Cached as a page and
-    revalidated; offline, a cached copy or NetworkError. A 404 raises :class:`Unread`."""
-    cache, http = fetch.cache, fetch.http
-    cached = cache.get_page(url, RELEASE_ACCEPT)
-    if cache.offline or http is None:
-        if cached is None:
-            raise cache.offline_miss(url)
-        return parse_release(cached[0], url)
-    response = http.get(url, headers=revalidation_headers(cached))
-    if response is None:
+    revalidated (:func:`envgen.harvest.cache.fetch_page`); offline, a cached copy or
+    NetworkError. A 404 raises :class:`Unread`."""
+    listed = fetch_page(fetch.http, fetch.cache, url, None,
+                        lambda page: parse_release(page.body, url))
+    if listed is None:
         raise Unread(f"{url} is not on the mirror (HTTP 404)")
-    if response.status_code == 304 and cached:
-        return parse_release(cached[0], url)
-    body = response.content
-    listed = parse_release(body, url)
-    cache.put_page(url, RELEASE_ACCEPT, body, page_meta(response, url))  # only one that parsed
     return listed
 
 

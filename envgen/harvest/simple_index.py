@@ -1,10 +1,14 @@
 """Read a project's file list from a simple repository API page (PEP 503 HTML or PEP 691 JSON).
 
-The page is requested with content negotiation (JSON preferred, HTML accepted) and parsed by
-what the server actually sent. Links are made absolute against the page URL, so PyTorch's
-relative ``../../whl/cu121/torch-….whl`` hrefs work; ``#sha256=`` fragments, PEP 592 yanking,
-PEP 658/714 metadata availability (and the metadata file's own sha256) and PEP 700 upload
-times are kept.
+Input: an index URL and a project (:func:`fetch_project`), or a page's bytes
+(:func:`parse_page`). Output: the page's :class:`FileLink` list. The page is requested with
+content negotiation (JSON preferred, HTML accepted), cached by :mod:`envgen.harvest.cache`,
+and parsed by what the server actually sent, with ``pypi-simple``: links are made absolute
+against the page URL (PyTorch's relative ``../../whl/cu121/torch-….whl`` hrefs), and
+``#sha256=`` fragments, PEP 592 yanking, PEP 658/714 metadata availability (and the metadata
+file's own sha256) and PEP 700 upload times are kept. Two attributes pypi-simple does not read
+are read here: PEP 658's first name ``data-dist-info-metadata`` (PyTorch's index) and the
+upload time some HTML indexes state (``data-upload-time``).
 
 A page is checked before it is used or cached: a 200 answer that is not an index page (a
 proxy's login page, a captive portal, a text/plain error, a PEP 691 document of the wrong
@@ -17,9 +21,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from html.parser import HTMLParser
 from typing import Any
-from urllib.parse import unquote, urldefrag, urljoin, urlsplit
+from urllib.parse import unquote, urldefrag, urlsplit
 
 from packaging.utils import (
     InvalidSdistFilename,
@@ -31,7 +34,7 @@ from packaging.utils import (
 from packaging.version import InvalidVersion
 
 from envgen.errors import HarvestError
-from envgen.harvest.cache import Cache, page_meta, revalidation_headers
+from envgen.harvest.cache import Cache, Page, fetch_page
 from envgen.harvest.http import Http
 
 ACCEPT = "application/vnd.pypi.simple.v1+json, text/html;q=0.1"
@@ -56,6 +59,11 @@ EMPTY_HINT = (
     "mirror with --index NAME=URL), or drop the project from that index's `projects` in "
     "matrix/sources.toml"
 )
+MALFORMED_HINT = (
+    "the index (or a proxy in front of it) sent a malformed JSON page; retry later, or use "
+    "another mirror with --index NAME=URL"
+)
+_METADATA = ("data-core-metadata", "data-dist-info-metadata")  # PEP 714's name, PEP 658's
 
 
 @dataclass(frozen=True)
@@ -64,7 +72,7 @@ class FileLink:
     url: str  # absolute, without fragment
     sha256: str | None = None
     requires_python: str | None = None
-    upload_time: str | None = None  # ISO 8601 as published
+    upload_time: str | None = None  # ISO 8601
     core_metadata: bool = False  # PEP 658/714 advertised
     yanked: bool = False
     core_metadata_sha256: str | None = None  # the PEP 658 file's hash, when the index states it
@@ -74,155 +82,107 @@ class FileLink:
         return self.upload_time[:10] if self.upload_time else None
 
 
-def _link(base: str, href: str, **fields: object) -> FileLink:
-    url, fragment = urldefrag(urljoin(base, href))
-    sha = None
-    if fragment.startswith("sha256="):
-        sha = fragment.split("=", 1)[1].lower()
-    filename = url.rsplit("/", 1)[-1]
-    return FileLink(filename=unquote(filename), url=url, sha256=sha, **fields)  # type: ignore[arg-type]
-
-
-class _AnchorParser(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.base: str | None = None
-        self.anchors: list[dict[str, str | None]] = []
-        self.forms = 0
-        self.title: str | None = None
-        self._in_title = False
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag == "base" and self.base is None:
-            self.base = dict(attrs).get("href")
-        elif tag == "a":
-            self.anchors.append(dict(attrs))
-        elif tag == "form":
-            self.forms += 1
-        elif tag == "title" and self.title is None:
-            self._in_title, self.title = True, ""
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self._in_title = False
-
-    def handle_data(self, data: str) -> None:
-        if self._in_title and self.title is not None:
-            self.title += data
-
-
-def _truthy_metadata(value: object) -> bool:
-    if value is None or value is False:
-        return False
-    return not (isinstance(value, str) and value.lower() == "false")
-
-
-def _metadata_sha256(value: object) -> str | None:
-    """The sha256 of a PEP 658/714 value: ``"sha256=<hex>"`` (HTML) or ``{"sha256": …}``."""
-    if isinstance(value, dict):
-        sha = value.get("sha256")
-        return sha.lower() if isinstance(sha, str) and sha else None
-    if isinstance(value, str) and value.lower().startswith("sha256="):
-        return value.split("=", 1)[1].strip().lower() or None
-    return None
-
-
-def _html(body: str, page_url: str) -> tuple[list[FileLink], _AnchorParser]:
-    parser = _AnchorParser()
-    parser.feed(body)
-    parser.close()
-    base = urljoin(page_url, parser.base) if parser.base else page_url
-    links = []
-    for attrs in parser.anchors:
-        href = attrs.get("href")
-        if not href:
-            continue
-        meta = attrs.get("data-core-metadata", attrs.get("data-dist-info-metadata"))
-        has_meta = ("data-core-metadata" in attrs or "data-dist-info-metadata" in attrs) and (
-            _truthy_metadata(meta if meta is not None else "true")
-        )
-        links.append(
-            _link(
-                base,
-                href,
-                requires_python=attrs.get("data-requires-python") or None,
-                upload_time=attrs.get("data-upload-time") or None,
-                core_metadata=has_meta,
-                yanked="data-yanked" in attrs,
-                core_metadata_sha256=_metadata_sha256(meta) if has_meta else None,
-            )
-        )
-    return links, parser
-
-
-def parse_html(body: str, page_url: str) -> list[FileLink]:
-    """Every link of a PEP 503 page (not only the project's files: see :func:`project_files`)."""
-    return _html(body, page_url)[0]
-
-
-def _shape_error(page_url: str, what: str) -> HarvestError:
-    return HarvestError(
-        f"{page_url}: not a PEP 691 project page ({what})",
-        hint="the index (or a proxy in front of it) sent a malformed JSON page; retry later, "
-        "or use another mirror with --index NAME=URL",
+def _file_link(package: Any, **fields: Any) -> FileLink:
+    """A pypi-simple ``DistributionPackage`` as a FileLink (file name from the URL, as the
+    harvested records have always had it)."""
+    url = urldefrag(package.url)[0]
+    sha = package.digests.get("sha256")
+    meta_sha = (package.metadata_digests or {}).get("sha256")
+    return FileLink(
+        filename=unquote(url.rsplit("/", 1)[-1]),
+        url=url,
+        sha256=sha.lower() if sha else None,
+        requires_python=package.requires_python or None,
+        core_metadata=bool(package.has_metadata),
+        yanked=package.is_yanked,
+        core_metadata_sha256=meta_sha.lower() if meta_sha else None,
+        **fields,
     )
 
 
-def _optional(entry: dict[str, Any], key: str, types: tuple[type, ...], where: str,
-              page_url: str) -> Any:
-    value = entry.get(key)
-    if value is not None and not isinstance(value, types):
-        wanted = " or ".join(t.__name__ for t in types)
-        raise _shape_error(page_url, f"{where}: {key!r} is {type(value).__name__}, not {wanted}")
-    return value
+def _repo_version_error(page_url: str, exc: Exception) -> HarvestError:
+    return HarvestError(f"{page_url}: not a usable simple index page ({exc})",
+                        hint="envgen reads simple API version 1 (PEP 629); use a mirror that "
+                        "serves it, with --index NAME=URL")
 
 
-def parse_json(body: str, page_url: str) -> list[FileLink]:
-    """The files of a PEP 691 page; a document of the wrong shape raises HarvestError."""
+def parse_html(body: str | bytes, page_url: str) -> list[FileLink]:
+    """Every link of a PEP 503 page (not only the project's files: see :func:`project_files`)."""
+    from pypi_simple import DistributionPackage, Link, RepositoryPage
+    from pypi_simple.errors import UnsupportedRepoVersionError
+
+    try:
+        page = RepositoryPage.from_html(body, page_url)
+    except (UnsupportedRepoVersionError, InvalidVersion) as exc:
+        raise _repo_version_error(page_url, exc) from None
+    links = []
+    for link in page.links:
+        if not link.attrs.get("href"):  # an empty href names no file
+            continue
+        value = next((link.attrs[a] for a in _METADATA if a in link.attrs), None)
+        if value is not None:  # pypi-simple reads the PEP 714 name only
+            link = Link(link.text, link.url, {**link.attrs, _METADATA[0]: value})
+        found = _file_link(DistributionPackage.from_link(link),
+                           upload_time=link.get_str_attrib("data-upload-time") or None)
+        if value == "":  # a bare attribute: metadata available, no hash stated
+            found = replace(found, core_metadata=True)
+        links.append(found)
+    return links
+
+
+def _shape_error(page_url: str, what: str) -> HarvestError:
+    return HarvestError(f"{page_url}: not a PEP 691 project page ({what})", hint=MALFORMED_HINT)
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    """pydantic's ``("files", 0, "hashes")`` as ``files[0].hashes``."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else f".{part}" if out else str(part)
+    return out
+
+
+def parse_json(body: str | bytes, page_url: str) -> list[FileLink]:
+    """The files of a PEP 691 page; a document of the wrong shape raises HarvestError naming
+    the fields pypi-simple's model refused."""
+    from pydantic import ValidationError
+    from pypi_simple import ProjectPage
+    from pypi_simple.errors import UnsupportedRepoVersionError
+
     try:
         doc = json.loads(body)
     except ValueError as exc:
         raise _shape_error(page_url, f"invalid JSON: {exc}") from exc
-    if not isinstance(doc, dict):
-        raise _shape_error(page_url, f"the document is a {type(doc).__name__}, not an object")
-    if "files" not in doc:
-        raise _shape_error(page_url, "no 'files' key")
-    files = doc["files"]
-    if not isinstance(files, list):
-        raise _shape_error(page_url, f"'files' is {type(files).__name__}, not a list")
-    links = []
-    for n, entry in enumerate(files):
-        where = f"files[{n}]"
-        if not isinstance(entry, dict):
-            raise _shape_error(page_url, f"{where} is {type(entry).__name__}, not an object")
-        href = entry.get("url")
-        if not isinstance(href, str) or not href:
-            raise _shape_error(page_url, f"{where} has no 'url' string")
-        _optional(entry, "filename", (str,), where, page_url)
-        hashes = _optional(entry, "hashes", (dict,), where, page_url) or {}
-        sha = hashes.get("sha256")
-        if sha is not None and not isinstance(sha, str):
-            raise _shape_error(page_url, f"{where}: hashes.sha256 is not a string")
-        requires_python = _optional(entry, "requires-python", (str,), where, page_url)
-        upload_time = _optional(entry, "upload-time", (str,), where, page_url)
-        _optional(entry, "yanked", (bool, str), where, page_url)
-        key = "core-metadata" if "core-metadata" in entry else "dist-info-metadata"
-        meta = _optional(entry, key, (bool, dict, str), where, page_url)
-        if isinstance(meta, dict) and not all(isinstance(v, str) for v in meta.values()):
-            raise _shape_error(page_url, f"{where}: {key!r} hashes are not strings")
-        link = _link(
-            page_url,
-            urljoin(page_url, href),
-            requires_python=requires_python or None,
-            upload_time=upload_time or None,
-            core_metadata=_truthy_metadata(meta),
-            yanked=bool(entry.get("yanked")),
-            core_metadata_sha256=_metadata_sha256(meta),
-        )
-        if sha and not link.sha256:
-            link = replace(link, sha256=sha.lower())
-        links.append(link)
-    return links
+    files = doc.get("files") if isinstance(doc, dict) else None
+    for entry in files if isinstance(files, list) else ():
+        if isinstance(entry, dict) and "core-metadata" not in entry and (
+                "dist-info-metadata" in entry):  # PEP 714: the PEP 658 name, when alone
+            entry["core-metadata"] = entry["dist-info-metadata"]
+    try:
+        page = ProjectPage.from_json_data(doc, page_url)
+    except ValidationError as exc:
+        problems = [f"{_where(e['loc'])}: {e['msg']}" if e["loc"] else e["msg"]
+                    for e in exc.errors()[:3]]
+        raise _shape_error(page_url, "; ".join(problems)) from None
+    except (UnsupportedRepoVersionError, InvalidVersion) as exc:
+        raise _repo_version_error(page_url, exc) from None
+    return [_file_link(package, upload_time=package.upload_time.isoformat()
+                       if package.upload_time else None) for package in page.packages]
+
+
+def _looks(body: bytes) -> str:
+    """What an HTML page that is not an index page looks like: its title and forms."""
+    from bs4 import BeautifulSoup
+
+    soup = BeautifulSoup(body, "html.parser")
+    looks = []
+    title = soup.title.get_text() if soup.title else ""
+    if title.strip():
+        looks.append(f"titled {' '.join(title.split())[:80]!r}")
+    forms = len(soup.find_all("form"))
+    if forms:
+        looks.append(f"{forms} form{'s' if forms > 1 else ''}")
+    return f"an HTML page ({', '.join(looks)})" if looks else "an HTML page"
 
 
 def is_project_file(filename: str, project: str) -> bool:
@@ -280,18 +240,13 @@ def parse_page(
                 hint=NOT_AN_INDEX_HINT,
             )
         return links
-    links, parser = _html(text, page_url)
+    links = parse_html(text, page_url)
     files = [link for link in links if is_project_file(link.filename, project)]
     if links and not files:
-        looks = []
-        if parser.title and parser.title.strip():
-            looks.append(f"titled {' '.join(parser.title.split())[:80]!r}")
-        if parser.forms:
-            looks.append(f"{parser.forms} form{'s' if parser.forms > 1 else ''}")
-        shape = f"an HTML page ({', '.join(looks)})" if looks else "an HTML page"
         raise HarvestError(
-            f"{requested_url}: not a project page of {name}: {shape} with no {name} wheel or "
-            f"sdist among its {len(links)} link{'s' if len(links) != 1 else ''}{redirect}",
+            f"{requested_url}: not a project page of {name}: {_looks(body)} with no {name} "
+            f"wheel or sdist among its {len(links)} link{'s' if len(links) != 1 else ''}"
+            f"{redirect}",
             hint=NOT_AN_INDEX_HINT,
         )
     return links
@@ -312,24 +267,8 @@ def fetch_project(
     (404/410); ``[]`` for an index page that lists no files. A page that is not an index page
     raises HarvestError and is not cached."""
     url = project_url(index_url, project)
-    cached = cache.get_page(url, ACCEPT)
-    store = None
-    if cache.offline or http is None:
-        if cached is None:
-            raise cache.offline_miss(url)
-        body, meta = cached
-    else:
-        headers = {"Accept": ACCEPT, **revalidation_headers(cached)}
-        response = http.get(url, headers=headers)
-        if response is None:
-            return None
-        if response.status_code == 304 and cached:
-            body, meta = cached
-        else:
-            body = response.content
-            meta = page_meta(response, url)
-            store = (body, meta)
-    links = parse_page(body, meta.get("content_type", ""), project, url, meta.get("url") or url)
-    if store is not None:  # only a page that passed the checks is cached
-        cache.put_page(url, ACCEPT, *store)
-    return links
+
+    def parse(page: Page) -> list[FileLink]:
+        return parse_page(page.body, page.content_type, project, url, page.url)
+
+    return fetch_page(http, cache, url, ACCEPT, parse)

@@ -35,15 +35,7 @@ from packaging.utils import canonicalize_name
 import envgen
 from envgen.errors import HarvestError
 from envgen.facts.locate import harvested_dir
-from envgen.harvest import os_packages, snapshot
-from envgen.harvest.cache import Cache
-from envgen.harvest.cuda_toolkits import harvest_toolkits
-from envgen.harvest.diff import comparable, diff_snapshots, identity, render_text, sources_of
-from envgen.harvest.fetcher import Fetcher
-from envgen.harvest.frameworks import framework_sort_key, harvest_framework
-from envgen.harvest.http import Http, HttpOptions
-from envgen.harvest.simple_index import empty_page_error, fetch_project, project_url
-from envgen.harvest.sources import (
+from envgen.facts.sources import (
     Index,
     RefreshPolicy,
     Sources,
@@ -52,6 +44,14 @@ from envgen.harvest.sources import (
     refresh_policy,
     select_indexes,
 )
+from envgen.harvest import os_packages, snapshot
+from envgen.harvest.cache import Cache
+from envgen.harvest.cuda_toolkits import harvest_toolkits
+from envgen.harvest.diff import comparable, diff_snapshots, identity, render_text, sources_of
+from envgen.harvest.fetcher import Fetcher
+from envgen.harvest.frameworks import framework_sort_key, harvest_framework
+from envgen.harvest.http import Http, HttpOptions
+from envgen.harvest.simple_index import empty_page_error, fetch_project, project_url
 from envgen.harvest.torch_builds import harvest_torch, torch_sort_key
 
 COMMAND = "envgen matrix update --write"

@@ -96,7 +96,9 @@ def _run_cli(matrix: Path, fast: dict, env: dict[str, str] | None = None) -> sub
     cmd = [
         sys.executable,
         "-m",
-        "envgen.harvest",
+        "envgen",
+        "matrix",
+        "update",
         "--matrix-dir",
         str(matrix),
         "--write",

@@ -81,29 +81,34 @@ def test_html_page_of_another_project_is_refused(committed, index_server, fast):
 
 
 FILE = {"filename": "torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl",
-        "url": "/files/torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl"}
+        "url": "/files/torch-2.5.1-cp311-cp311-manylinux1_x86_64.whl", "hashes": {}}
+HEAD = {"meta": {"api-version": "1.1"}, "name": "torch"}
+
+
+def _doc(*files) -> bytes:
+    return json.dumps({**HEAD, "files": list(files)}).encode()
 
 
 @pytest.mark.parametrize(
     ("doc", "reason"),
-    [
-        (b"[]", "the document is a list, not an object"),
-        (b'{"meta": {"api-version": "1.1"}, "name": "torch"}', "no 'files' key"),
-        (b'{"files": {"a": 1}}', "'files' is dict, not a list"),
-        (json.dumps({"files": [FILE["filename"]]}).encode(), "files[0] is str, not an object"),
-        (json.dumps({"files": [{"filename": FILE["filename"]}]}).encode(),
-         "files[0] has no 'url' string"),
-        (json.dumps({"files": [{**FILE, "url": 5}]}).encode(), "files[0] has no 'url' string"),
-        (json.dumps({"files": [{**FILE, "hashes": ["sha256", "ab"]}]}).encode(),
-         "files[0]: 'hashes' is list, not dict"),
-        (json.dumps({"files": [{**FILE, "hashes": {"sha256": 5}}]}).encode(),
-         "files[0]: hashes.sha256 is not a string"),
-        (json.dumps({"files": [{**FILE, "core-metadata": 3}]}).encode(),
-         "files[0]: 'core-metadata' is int"),
-        (json.dumps({"files": [{**FILE, "requires-python": [">=3.8"]}]}).encode(),
-         "files[0]: 'requires-python' is list, not str"),
-        (json.dumps({"files": [{**FILE, "filename": None, "url": FILE["url"]}, 7]}).encode(),
-         "files[1] is int, not an object"),
+    [  # the reasons are pypi-simple's model's (pydantic), with the field named
+        (b"[]", "Input should be a valid dictionary or instance of Project"),
+        (json.dumps(HEAD).encode(), "files: Field required"),
+        (json.dumps({**HEAD, "files": {"a": 1}}).encode(), "files: Input should be a valid list"),
+        (b'{"files": []}', "name: Field required; meta: Field required"),
+        (_doc(FILE["filename"]), "files[0]: Input should be a valid dictionary"),
+        (_doc({"filename": FILE["filename"], "hashes": {}}), "files[0].url: Field required"),
+        (_doc({**FILE, "url": 5}), "files[0].url: Input should be a valid string"),
+        (_doc({**FILE, "hashes": ["sha256", "ab"]}),
+         "files[0].hashes: Input should be a valid dictionary"),
+        (_doc({**FILE, "hashes": {"sha256": 5}}),
+         "files[0].hashes.sha256: Input should be a valid string"),
+        (_doc({**FILE, "core-metadata": 3}), "files[0].core-metadata.bool: Input should be"),
+        (_doc({**FILE, "requires-python": [">=3.8"]}),
+         "files[0].requires-python: Input should be a valid string"),
+        (_doc({**FILE, "upload-time": "yesterday"}),
+         "files[0].upload-time: Input should be a valid datetime"),
+        (_doc(FILE, 7), "files[1]: Input should be a valid dictionary"),
         (b'{"files": [{"url": "/files/t', "invalid JSON"),
     ],
 )
@@ -117,7 +122,7 @@ def test_pep691_page_of_the_wrong_shape_is_refused(committed, index_server, fast
 
 
 def test_pep691_page_without_a_project_file_is_refused(committed, index_server, fast):
-    doc = {"files": [{"filename": "index.html", "url": "/index.html", "hashes": {}}]}
+    doc = {**HEAD, "files": [{"filename": "index.html", "url": "/index.html", "hashes": {}}]}
     index_server.state.raw["/simple/torch/"] = (
         200, json.dumps(doc).encode(), {"Content-Type": JSON_TYPE}
     )
@@ -149,10 +154,11 @@ def test_refused_page_is_not_cached(committed, index_server, fast):
     url = f"{index_server.url}/simple/torch/"
     index_server.state.raw["/simple/torch/"] = (200, LOGIN_PAGE, {"Content-Type": "text/html"})
     _refused(committed, fast)
-    assert Cache(fast["cache_dir"]).get_page(url, ACCEPT) is None
+    assert Cache(fast["cache_dir"]).cached_page(url, ACCEPT) is None
     del index_server.state.raw["/simple/torch/"]
     result = update_matrix(committed, UpdateOptions(**fast))
-    assert result.changes == 0 and Cache(fast["cache_dir"]).get_page(url, ACCEPT) is not None
+    page = Cache(fast["cache_dir"]).cached_page(url, ACCEPT)
+    assert result.changes == 0 and page is not None and page.url == url
 
 
 def test_adhoc_index_without_the_project_is_skipped(committed, index_server, fast):

@@ -9,13 +9,13 @@ from packaging.requirements import Requirement
 from support.mini_pypi import fixture
 
 from envgen.errors import HarvestError, NetworkError, UsageError
+from envgen.facts.sources import Index, Sources, select_indexes
 from envgen.harvest.cuda_toolkits import archs, max_gcc
 from envgen.harvest.diff import diff_snapshots, render_text
 from envgen.harvest.http import Http, HttpOptions, make_session
 from envgen.harvest.metadata import applies, parse_metadata, wheel_environment
 from envgen.harvest.sdist import requirements_txt_lines, requires_txt_lines
 from envgen.harvest.simple_index import parse_html, parse_json
-from envgen.harvest.sources import Index, Sources, select_indexes
 from envgen.harvest.tags import linux_tag, parse_wheel, python_version
 from envgen.harvest.torch_builds import build_facts, pin_value
 
@@ -85,6 +85,21 @@ def test_parse_pep691_json():
     assert link.core_metadata_sha256 == "x"
     with pytest.raises(HarvestError, match=r"https://x\.test/simple/a/: not a PEP 691"):
         parse_json("{}", "https://x.test/simple/a/")
+
+
+def test_pep691_older_metadata_key_and_api_version():
+    entry = {"filename": "a-1.0-py3-none-any.whl", "url": "https://x.test/a-1.0-py3-none-any.whl",
+             "hashes": {}, "dist-info-metadata": {"sha256": "AB"}}
+    doc = {"meta": {"api-version": "1.0"}, "name": "a", "files": [entry]}
+    [link] = parse_json(json.dumps(doc), "https://x.test/simple/a/")
+    assert (link.core_metadata, link.core_metadata_sha256, link.sha256) == (True, "ab", None)
+    doc["meta"]["api-version"] = "2.0"
+    with pytest.raises(HarvestError, match=r"not a usable simple index page \(Repository's "
+                       r"version \(2\.0\)"):
+        parse_json(json.dumps(doc), "https://x.test/simple/a/")
+    html = '<meta name="pypi:repository-version" content="2.0"><a href="/a-1.tar.gz">a</a>'
+    with pytest.raises(HarvestError, match="not a usable simple index page"):
+        parse_html(html, "https://x.test/simple/a/")
 
 
 def test_metadata_hash_forms():
@@ -318,12 +333,27 @@ def test_ca_bundle_option_and_env(tmp_path, monkeypatch):
         make_session("/nonexistent.pem")
 
 
-def test_backoff_is_bounded_and_honours_retry_after():
-    http = Http(HttpOptions(backoff=1.0, backoff_max=5.0), session=make_session())
+def test_retry_policy_is_bounded_and_honours_retry_after():
+    """urllib3's Retry on the session's adapter: GET/HEAD, 429/5xx, growing back-off with
+    jitter up to backoff_max, Retry-After honoured but capped at backoff_max."""
+    from urllib3 import HTTPResponse
+
+    http = Http(HttpOptions(retries=3, backoff=1.0, backoff_max=5.0))
     try:
-        assert 1.0 <= http._backoff(0, None) <= 2.0
-        assert http._backoff(10, None) == 5.0
-        assert http._backoff(0, 4.0) >= 4.0
+        retry = http.retry
+        assert retry.total == 3 and retry.status_forcelist == {429, 500, 502, 503, 504}
+        assert retry.is_retry("GET", 503) and not retry.is_retry("POST", 503)
+        assert not retry.is_retry("GET", 404)
+        for _ in range(2):
+            retry = retry.increment("GET", "https://x.test/", error=ConnectionError())
+        assert 2.0 <= retry.get_backoff_time() <= 3.0  # factor 1 × 2, plus up to 1 s jitter
+        for _ in range(10):
+            retry = retry.new(total=5).increment("GET", "https://x.test/", error=OSError())
+        assert retry.get_backoff_time() == 5.0
+        assert retry.get_retry_after(HTTPResponse(headers={"Retry-After": "4"})) == 4.0
+        assert retry.get_retry_after(HTTPResponse(headers={"Retry-After": "3600"})) == 5.0
+        adapter = http.session.get_adapter("https://pypi.org/simple/")
+        assert adapter.max_retries is http.retry
     finally:
         http.close()
 
