@@ -2,6 +2,13 @@
 
 The resolver compares the same few hundred versions against the same few dozen specifiers
 many thousands of times, so parsing is memoized here. No version facts live in this module.
+
+PEP 440 is packaging's. Importing ``packaging.specifiers`` costs ~10 ms (it loads
+packaging.tags: subprocess, sysconfig, logging), as much as the rest of a resolve, so packaging
+is imported on first use, and :func:`spec_contains` answers itself when the version and every
+clause are plain release numbers (``>=2.1,<2.6``, ``==12.*``, ``~=3.10``; all of matrix/),
+falling back to packaging for anything else. Hand-written part: ``_plain_contains`` (reason:
+that import cost on every command; tests/unit/test_versions.py checks it against packaging).
 """
 
 from __future__ import annotations
@@ -9,21 +16,26 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
-
 from envgen.errors import UsageError
 
 _PY_RE = re.compile(r"^(\d+)\.(\d+)(t?)$")
+_PLAIN = re.compile(r"\d+(?:\.\d+)*")
+_CLAUSE = re.compile(r"\s*(==|!=|<=|>=|<|>|~=)\s*(\d+(?:\.\d+)*)(\.\*)?\s*")
 
 
 @cache
-def parse_version(text: str) -> Version:
+def parse_version(text: str):
+    """A ``packaging.version.Version``."""
+    from packaging.version import Version
+
     return Version(text)
 
 
 @cache
-def parse_spec(text: str) -> SpecifierSet:
+def parse_spec(text: str):
+    """A ``packaging.specifiers.SpecifierSet``."""
+    from packaging.specifiers import SpecifierSet
+
     return SpecifierSet(text)
 
 
@@ -35,7 +47,52 @@ def spec_contains(spec: str, version: str) -> bool:
     """
     if not spec:
         return True
+    if _PLAIN.fullmatch(version):
+        plain = _plain_contains(spec, version)
+        if plain is not None:
+            return plain
     return parse_spec(spec).contains(parse_version(version), prereleases=True)
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """A release number without its trailing zeros (2.5.0 → (2, 5)), as PEP 440 compares."""
+    parts = [int(p) for p in text.split(".")]
+    while len(parts) > 1 and parts[-1] == 0:
+        parts.pop()
+    return tuple(parts)
+
+
+def _plain_contains(spec: str, version: str) -> bool | None:
+    """``spec_contains`` for a plain release ``version`` when every clause of ``spec`` is an
+    operator and a plain release number (== / != may end in .*); None otherwise."""
+    clauses = spec.split(",")
+    parsed = []
+    for clause in clauses:
+        m = _CLAUSE.fullmatch(clause)
+        if m is None or (m.group(3) and m.group(1) not in ("==", "!=")) or (
+                m.group(1) == "~=" and "." not in m.group(2)):
+            return None
+        parsed.append(m.groups())
+    have = _release(version)
+    digits = [int(p) for p in version.split(".")]
+    for op, number, wildcard in parsed:
+        if wildcard:
+            prefix = [int(p) for p in number.split(".")]
+            padded = digits + [0] * (len(prefix) - len(digits))
+            ok = padded[:len(prefix)] == prefix
+            if (op == "==") != ok:
+                return False
+            continue
+        want = _release(number)
+        if op == "~=":
+            prefix = [int(p) for p in number.split(".")][:-1]
+            padded = digits + [0] * (len(prefix) - len(digits))
+            if not (have >= want and padded[:len(prefix)] == prefix):
+                return False
+        elif not {"==": have == want, "!=": have != want, "<=": have <= want,
+                  ">=": have >= want, "<": have < want, ">": have > want}[op]:
+            return False
+    return True
 
 
 def python_version(tag: str) -> str:
@@ -63,6 +120,9 @@ def version_matcher(option: str, value: str):
     Accepted forms: an exact version ("2.5.1"), a prefix ("2.5" matches 2.5.*), or a PEP 440
     specifier (">=2.4,<2.6"). Raises UsageError naming the option on anything else.
     """
+    from packaging.specifiers import InvalidSpecifier
+    from packaging.version import InvalidVersion
+
     value = value.strip()
     if not value:
         raise UsageError(f"{option} is empty", hint=f"give a version, e.g. {option} 2.5",

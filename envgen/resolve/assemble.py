@@ -8,7 +8,7 @@ from __future__ import annotations
 from envgen.facts.model import CudaToolkit, TorchBuild
 from envgen.facts.release_model import BuildFacts
 from envgen.resolve.checks import arch_base, cc_of, runs_on
-from envgen.resolve.combination import Combination, combination_id
+from envgen.resolve.combination import _ID_UNSAFE, Combination, id_part, id_prefix
 from envgen.resolve.engine import Feasible
 from envgen.resolve.request import Request
 from envgen.versions import dotted_key, spec_contains
@@ -103,6 +103,32 @@ def _fact_marks(f: Feasible) -> dict[str, str]:
 
 
 def make_combination(f: Feasible, request: Request) -> Combination:
+    """The :class:`Combination` for a feasible candidate. Everything but the OS, its gcc and
+    the id depends only on (release, torch build, Python, toolkit), which consecutive
+    candidates share (the OS loop is innermost), so that part is computed once per run of
+    them (memoized on the request's ``Checks``) and the object is filled from it."""
+    b, fw, os = f.build, f.framework, f.os
+    memo = f.checks.assembled
+    if (memo is None or memo[0] is not fw or memo[1] is not b or memo[2] != f.python
+            or memo[3] is not f.toolkit or memo[4] is not request):
+        shared, before, after = _shared(f, request)
+        prefix = id_prefix(fw.framework, fw.version, b.version, b.cuda, f.python)
+        memo = f.checks.assembled = (fw, b, f.python, f.toolkit, request,
+                                     Combination.filler(shared), before, after, prefix,
+                                     _ID_UNSAFE.sub("_", "-" + b.platform.split("-", 1)[-1]))
+    fill, before, after, prefix, arch = memo[5:]
+    if f.gcc_source not in ("os", "os-toolkit"):
+        notes = (*before, f"{os.id}'s default gcc {os.gcc} is outside what the op build "
+                          f"accepts; use gcc {f.gcc} from {f.gcc_source}", *after)
+    else:
+        notes = before + after
+    ident = (prefix + id_part(os.id) + arch)[:128]  # = combination_id(...)
+    return fill(ident, os.id, f.gcc, f.gcc_source, os.glibc, notes)
+
+
+def _shared(f: Feasible, request: Request) -> tuple[dict, tuple[str, ...], tuple[str, ...]]:
+    """The fields that do not depend on the OS, and the notes before and after the one
+    about the OS's gcc."""
     b, t, fw = f.build, f.toolkit, f.framework
     facts = f.checks.facts
     notes = []
@@ -128,9 +154,8 @@ def make_combination(f: Feasible, request: Request) -> Combination:
                      f"pins are unknown; run `envgen matrix update --index {b.index}`")
     elif b.nccl is None:
         notes.append("NCCL is linked into this torch wheel; its version is not in the metadata")
-    if f.gcc_source not in ("os", "os-toolkit"):
-        notes.append(f"{f.os.id}'s default gcc {f.os.gcc} is outside what the op build "
-                     f"accepts; use gcc {f.gcc} from {f.gcc_source}")
+    before = tuple(notes)
+    notes = []  # after the note on the OS's gcc
     if fw.files is not None and fw.files.wheels and fw.files.wheel_for(f.python,
                                                                         b.platform) is None:
         notes.append(f"{fw.framework} {fw.version} has no wheel for Python {f.python}: it "
@@ -168,9 +193,7 @@ def make_combination(f: Feasible, request: Request) -> Combination:
     fw_archs = None
     if fw.build and fw.build.read and fw.build.default_archs:
         fw_archs = fw.build.default_archs.get(t.cuda)
-    return Combination(
-        id=combination_id(fw.framework, fw.version, b.version, b.cuda, f.python, f.os.id,
-                          b.platform),
+    shared = dict(
         framework=fw.framework,
         framework_version=fw.version,
         torch=b.version,
@@ -178,7 +201,6 @@ def make_combination(f: Feasible, request: Request) -> Combination:
         torch_index=b.index,
         cuda=b.cuda,
         python=f.python,
-        os=f.os.id,
         platform=b.platform,
         nccl=b.nccl,
         cudnn=b.cudnn,
@@ -187,17 +209,14 @@ def make_combination(f: Feasible, request: Request) -> Combination:
         nvcc_package=ostk.package if ostk is not None else t.nvcc_package,
         nvcc_version=ostk.nvcc_version if ostk is not None else t.nvcc_version,
         nvcc_from="os-package" if ostk is not None else "system" if request.nvcc else "lock",
-        gcc=f.gcc,
-        gcc_source=f.gcc_source,
-        glibc=f.os.glibc,
         torch_glibc=b.glibc,
         min_driver=runtime.min_driver if runtime else None,
         release_driver=full,
-        nvcc_driver=_nvcc_driver(t),
+        nvcc_driver=nvcc_driver,
         cuda_archs=archs,
         framework_archs=tuple(fw_archs) if fw_archs is not None else None,
         ops_unavailable=ops_unavailable(fw.build, b.version, t.cuda, request.gpu_arch),
         evidence="curated" if b.curated else "harvested",
         facts=_fact_marks(f),
-        notes=tuple(notes),
     )
+    return shared, before, tuple(notes)

@@ -7,6 +7,8 @@ with a citation); none states a version fact itself. Versions are compared as ve
 
 from __future__ import annotations
 
+import re
+
 from envgen.facts.model import (
     CudaToolkit,
     Facts,
@@ -18,6 +20,22 @@ from envgen.facts.model import (
 from envgen.facts.release_model import Breakage
 from envgen.resolve.request import Request
 from envgen.versions import dotted_key, parse_version, python_version, spec_contains
+
+_PLAIN = re.compile(r"\d+(?:\.\d+)*")
+
+
+def _newer(a: str, b: str) -> bool:
+    """Version ``a`` > ``b``; plain release numbers are compared without packaging."""
+    if _PLAIN.fullmatch(a) and _PLAIN.fullmatch(b):
+        return _release(a) > _release(b)
+    return parse_version(a) > parse_version(b)
+
+
+def _release(text: str) -> tuple[int, ...]:
+    parts = [int(p) for p in text.split(".")]
+    while len(parts) > 1 and parts[-1] == 0:  # 2.5.0 == 2.5, as PEP 440 compares
+        parts.pop()
+    return tuple(parts)
 
 
 def cc_of(arch: str) -> tuple[int, int]:
@@ -54,6 +72,13 @@ class Checks:
         self._os: dict[tuple, tuple[int, str] | tuple[str, str]] = {}
         self._gcc: dict[tuple, tuple[int, str]] = {}
         self._wheel: dict[tuple, object] = {}
+        self._fw_constraints: dict[tuple[str, str], list] = {}
+        self._fw_torch: dict[tuple[int, str], str | None] = {}
+        self._torch_profile: dict[int, tuple] = {}
+        self._torch_ok: dict[tuple, bool] = {}
+        self._fw_cuda: dict[tuple[int, str], str | None] = {}
+        self._fw_breakages: dict[str, list[Breakage]] = {}
+        self.assembled: tuple | None = None  # make_combination's memo of the shared part
         self.os_toolkit = (facts.os_toolkits.get(request.os or "")
                            if request.flavor in Toolchain.OS_FLAVORS else None)
         self.system = self._system_toolkit()
@@ -61,10 +86,40 @@ class Checks:
     # -------------------------------------------------------------- framework vs torch / CUDA
 
     def _constraints(self, fw: FrameworkRelease):
-        return [c for c in self.facts.constraints
+        key = (fw.framework, fw.version)
+        hit = self._fw_constraints.get(key)
+        if hit is None:
+            hit = self._fw_constraints[key] = [
+                c for c in self.facts.constraints
                 if c.framework == fw.framework and spec_contains(c.versions or "", fw.version)]
+        return hit
 
     def framework_torch(self, fw: FrameworkRelease, version: str) -> str | None:
+        key = (id(fw), version)  # fw is held by the facts, which outlive this object
+        try:
+            return self._fw_torch[key]
+        except KeyError:
+            why = self._fw_torch[key] = self._framework_torch(fw, version)
+            return why
+
+    def torch_ok(self, fw: FrameworkRelease, version: str) -> bool:
+        """``framework_torch(fw, version) is None``, shared by the releases whose torch
+        requirements are the same (most of them): the walk checks every release against
+        every torch build, and needs the reason only when it is explaining."""
+        profile = self._torch_profile.get(id(fw))
+        if profile is None:
+            build = fw.build
+            profile = self._torch_profile[id(fw)] = (
+                fw.framework, fw.requires_torch or "",
+                build.requires_torch if build and build.read else None,
+                tuple(c.requires_torch for c in self._constraints(fw) if c.requires_torch))
+        key = (profile, version)
+        ok = self._torch_ok.get(key)
+        if ok is None:
+            ok = self._torch_ok[key] = self.framework_torch(fw, version) is None
+        return ok
+
+    def _framework_torch(self, fw: FrameworkRelease, version: str) -> str | None:
         spec = fw.requires_torch or ""
         if not spec_contains(spec, version):
             return f"{fw.framework} {fw.version} requires torch{spec}, not {version}"
@@ -80,6 +135,14 @@ class Checks:
         return None
 
     def framework_cuda(self, fw: FrameworkRelease, cuda: str) -> str | None:
+        key = (id(fw), cuda)
+        try:
+            return self._fw_cuda[key]
+        except KeyError:
+            why = self._fw_cuda[key] = self._framework_cuda(fw, cuda)
+            return why
+
+    def _framework_cuda(self, fw: FrameworkRelease, cuda: str) -> str | None:
         build = fw.build
         if build and build.read and build.requires_cuda and not spec_contains(
                 build.requires_cuda, cuda):
@@ -92,7 +155,11 @@ class Checks:
         return None
 
     def _breakages(self, fw: FrameworkRelease) -> list[Breakage]:
-        return [b for b in self.facts.breakages if b.framework == fw.framework]
+        hit = self._fw_breakages.get(fw.framework)
+        if hit is None:
+            hit = self._fw_breakages[fw.framework] = [
+                b for b in self.facts.breakages if b.framework == fw.framework]
+        return hit
 
     def breakage(self, fw: FrameworkRelease, torch: str, cuda: str, python: str) -> str | None:
         for b in self._breakages(fw):
@@ -107,7 +174,7 @@ class Checks:
         out = []
         for b in self._breakages(fw):
             if (b.checked_through and not spec_contains(b.versions, fw.version)
-                    and parse_version(fw.version) > parse_version(b.checked_through)
+                    and _newer(fw.version, b.checked_through)
                     and b.matches_env(torch, cuda, python)):
                 out.append(f"a known breakage of {fw.framework}{b.versions} with these "
                            f"versions ({b.what}; {b.source}) was checked through "

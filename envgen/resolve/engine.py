@@ -10,9 +10,10 @@ the same loop, given a ``Tally``, counts which check removed how many candidates
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from envgen.facts.model import CudaToolkit, Facts, FrameworkRelease, OSBase, TorchBuild
 from envgen.resolve.checks import Checks
@@ -39,16 +40,22 @@ CONSTRAINTS = {
 }
 
 
-@dataclass
+# The types below are internal to the resolver and made per candidate: a NamedTuple is
+# defined ~10x faster than a dataclass (import time) and made faster (per row); Tally is a
+# plain class for the same reason.
+
 class Tally:
     """Removed-candidate counts per constraint, with one example reason each; and per torch
     build (version, CUDA) the first reason per constraint that removed any of its candidates,
     and which builds made it into a feasible combination."""
 
-    removed: Counter = field(default_factory=Counter)
-    examples: dict[str, str] = field(default_factory=dict)
-    by_build: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    accepted: set[tuple[str, str]] = field(default_factory=set)
+    __slots__ = ("accepted", "by_build", "examples", "removed")
+
+    def __init__(self) -> None:
+        self.removed: Counter = Counter()
+        self.examples: dict[str, str] = {}
+        self.by_build: dict[tuple[str, str], dict[str, str]] = {}
+        self.accepted: set[tuple[str, str]] = set()
 
     def add(self, name: str, count: int, reason: str, group: BuildGroup | None = None) -> None:
         if count:
@@ -59,8 +66,7 @@ class Tally:
                                                                                      reason)
 
 
-@dataclass(frozen=True, slots=True)
-class BuildGroup:
+class BuildGroup(NamedTuple):
     """All builds of one torch version for one CUDA: (python, build) pairs, best Python first."""
 
     version: str
@@ -68,15 +74,17 @@ class BuildGroup:
     entries: tuple[tuple[str, TorchBuild], ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Domains:
+class Domains(NamedTuple):
+    """The candidate values of each axis, each in rank order."""
+
     frameworks: tuple[FrameworkRelease, ...]
     groups: tuple[BuildGroup, ...]
     oses: tuple[OSBase, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Feasible:
+class Feasible(NamedTuple):
+    """A candidate every rule accepted: what make_combination turns into a Combination."""
+
     framework: FrameworkRelease
     build: TorchBuild
     python: str
@@ -138,25 +146,42 @@ def prepare(request: Request, facts: Facts) -> Domains:
 
 
 _NEG: dict[str, tuple] = {}
+_PLAIN = re.compile(r"\d+(?:\.\d+)*")
 
 
 def _neg_version(v: str):
     key = _NEG.get(v)
     if key is None:
-        pv = parse_version(v)
-        key = _NEG[v] = (tuple(-x for x in pv.release), pv.is_prerelease)
+        if _PLAIN.fullmatch(v):  # a plain release: what packaging would say, without it
+            key = _NEG[v] = (tuple(-int(x) for x in v.split(".")), False)
+        else:
+            pv = parse_version(v)
+            key = _NEG[v] = (tuple(-x for x in pv.release), pv.is_prerelease)
     return key
 
 
 def iter_feasible(request: Request, facts: Facts, tally: Tally | None = None,
-                  domains: Domains | None = None) -> Iterator[Feasible]:
-    """Yield every feasible combination for a validated request, best first."""
+                  domains: Domains | None = None, *, checks: Checks | None = None,
+                  once_per_group: bool = False) -> Iterator[Feasible]:
+    """Yield every feasible combination for a validated request, best first.
+
+    With ``once_per_group`` (needs ``tally``) nothing is yielded: each torch build group is
+    walked only until its first feasible combination, which marks it accepted in the tally
+    (a group accepted for one framework release is skipped for the others); groups that are
+    never accepted are walked in full, so their reasons are exactly those of a full walk.
+    """
     d = domains or prepare(request, facts)
-    checks = Checks(request, facts)
+    checks = checks or Checks(request, facts)
     n_os = len(d.oses)
+    accepted = tally.accepted if tally is not None else set()
     for fw in d.frameworks:
         for g in d.groups:
+            key = (g.version, g.cuda)
+            if once_per_group and key in accepted:
+                continue
             weight = len(g.entries) * n_os
+            if tally is None and not checks.torch_ok(fw, g.version):
+                continue  # as _group_check would say, without building the reason
             name, why, toolkit = _group_check(checks, request, facts, fw, g)
             if why is not None:
                 if tally is not None:
@@ -181,8 +206,12 @@ def iter_feasible(request: Request, facts: Facts, tally: Tally | None = None,
                             tally.add(gcc, 1, src, g)
                         continue
                     if tally is not None:
-                        tally.accepted.add((g.version, g.cuda))
+                        accepted.add(key)
+                    if once_per_group:
+                        break
                     yield Feasible(fw, build, py, os, toolkit, gcc, src, checks)
+                if once_per_group and key in accepted:
+                    break
 
 
 def _group_check(checks: Checks, request: Request, facts: Facts, fw: FrameworkRelease,
@@ -213,3 +242,23 @@ def _group_check(checks: Checks, request: Request, facts: Facts, fw: FrameworkRe
         if why is not None:
             return "flavor", why, None
     return "", None, toolkit
+
+
+def torch_verdicts(request: Request, facts: Facts) -> list[dict]:
+    """Every torch build (version, CUDA) the request admits, best first: accepted (some
+    feasible combination uses it) or excluded, with the first reason per rule that removed
+    its candidates. ``request`` must be validated."""
+    d = prepare(request, facts)
+    tally = Tally()
+    for _ in iter_feasible(request, facts, tally, d, once_per_group=True):
+        pass  # nothing is yielded: the walk only fills the tally
+    out = []
+    for g in d.groups:
+        key = (g.version, g.cuda)
+        row: dict = {"torch": g.version, "cuda": g.cuda, "accepted": key in tally.accepted}
+        if not row["accepted"]:
+            reasons = tally.by_build.get(key, {})
+            row["excluded_by"] = [{"constraint": name, "reason": reasons[name]}
+                                  for name in CONSTRAINTS if name in reasons]
+        out.append(row)
+    return out

@@ -114,26 +114,6 @@ def explain(request: Request, facts: Facts, make) -> Explanation:
     return Explanation(request, tuple(empty), removed, tuple(nearest(request, facts, make)))
 
 
-def torch_verdicts(request: Request, facts: Facts) -> list[dict]:
-    """Every torch build (version, CUDA) the request admits, best first: accepted (some
-    feasible combination uses it) or excluded, with the first reason per rule that removed
-    its candidates. ``request`` must be validated."""
-    d = prepare(request, facts)
-    tally = Tally()
-    for _ in iter_feasible(request, facts, tally, d):
-        pass
-    out = []
-    for g in d.groups:
-        key = (g.version, g.cuda)
-        row: dict = {"torch": g.version, "cuda": g.cuda, "accepted": key in tally.accepted}
-        if not row["accepted"]:
-            reasons = tally.by_build.get(key, {})
-            row["excluded_by"] = [{"constraint": name, "reason": reasons[name]}
-                                  for name in CONSTRAINTS if name in reasons]
-        out.append(row)
-    return out
-
-
 def nearest(request: Request, facts: Facts, make, limit: int = 3) -> list[Alternative]:
     """Requests with one given axis dropped (then two) that do resolve, best first."""
     given = [a for a in request.given() if a != "platform"]

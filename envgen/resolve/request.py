@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
@@ -57,6 +56,8 @@ class Request:
 
 
 def suggest(word: str, choices: list[str]) -> str:
+    import difflib  # only when a value is wrong
+
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
     return f"did you mean {close[0]!r}? " if close else ""
 

@@ -37,3 +37,55 @@ def test_keys():
     assert python_key("3.13t") == (3, 13, True)
     with pytest.raises(ValueError):
         python_key("py3")
+
+
+def test_plain_release_fast_path_agrees_with_packaging():
+    """spec_contains answers plain releases itself (packaging's import costs as much as a
+    resolve); every answer must be packaging's: the matrix's own specifiers and a seeded fuzz."""
+    import json
+    import random
+    from pathlib import Path
+
+    from packaging.specifiers import SpecifierSet
+
+    from envgen.versions import spec_contains
+
+    matrix = Path(__file__).resolve().parents[2] / "matrix" / "harvested" / "frameworks.json"
+    specs = set()
+
+    def walk(value):
+        if isinstance(value, dict):
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+        elif isinstance(value, str) and any(op in value for op in ("<", ">", "==", "~=")):
+            specs.add(value)
+
+    walk(json.loads(matrix.read_text()))
+    rng = random.Random(15)
+    ops = ["==", "!=", "<=", ">=", "<", ">", "~="]
+    for _ in range(400):
+        clauses = []
+        for _ in range(rng.randint(1, 3)):
+            op = rng.choice(ops)
+            number = ".".join(str(rng.randint(0, 12)) for _ in range(rng.randint(1, 3)))
+            if op in ("==", "!=") and rng.random() < 0.3:
+                number += ".*"
+            if op == "~=" and "." not in number:
+                number += ".0"
+            clauses.append(f"{op}{number}")
+        specs.add(",".join(clauses))
+    versions = [".".join(str(rng.randint(0, 12)) for _ in range(rng.randint(1, 4)))
+                for _ in range(60)] + ["2.5.1", "12.1", "3.10", "0.19.8", "2.0", "2"]
+    checked = 0
+    for spec in sorted(specs):
+        try:
+            reference = SpecifierSet(spec)
+        except Exception:
+            continue
+        for version in versions:
+            assert spec_contains(spec, version) == reference.contains(version), (spec, version)
+            checked += 1
+    assert checked > 10_000

@@ -1,0 +1,118 @@
+"""Start-up cost of the CLI: median wall time of each command as a subprocess, and its ratio
+to ``python -c pass`` (issue 15 targets: ``envgen --version`` ≤ 2x, ``envgen resolve`` for
+one request ≤ 3x).
+
+Commands, run round-robin (one of each per round, so a busy machine slows all alike):
+
+- ``python -c pass``: the interpreter alone (the baseline);
+- ``envgen --version``;
+- ``envgen resolve --framework deepspeed --cuda 12.1``: one request, facts from the compiled
+  copy (a first run writes it);
+- import: ``import envgen.facts, envgen.resolve`` (the resolver's import cost);
+- library: the same request through the library, no CLI (import, load through the compiled
+  copy, resolve, what decided, print the best id).
+
+``--importtime`` also prints the slowest imports of the library run (``python -X
+importtime``, self times summed per top-level package).
+
+Run: ``python benchmarks/bench_cli.py [--repeat N] [--matrix-dir DIR] [--importtime]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = """
+from envgen.facts import find_matrix_dir, load_facts
+from envgen.resolve import Request, decisions, resolve
+facts = load_facts(find_matrix_dir({md!r}))
+request = Request(framework="deepspeed", cuda="12.1")
+best = resolve(request, facts)[0]
+print(best.id, len(decisions(request, facts, best)))
+"""
+
+
+def commands(matrix_dir: str | None) -> dict[str, list[str]]:
+    py = sys.executable
+    md = ["--matrix-dir", matrix_dir] if matrix_dir else []
+    return {
+        "python -c pass": [py, "-c", "pass"],
+        "envgen --version": [py, "-m", "envgen", "--version"],
+        "envgen resolve (one request)": [py, "-m", "envgen", *md, "resolve", "--framework",
+                                         "deepspeed", "--cuda", "12.1"],
+        "import envgen.facts, envgen.resolve": [py, "-c", "import envgen.facts, envgen.resolve"],
+        "library: load + resolve + why": [py, "-c", LIBRARY.format(md=matrix_dir)],
+    }
+
+
+TARGETS = {"envgen --version": 2.0, "envgen resolve (one request)": 3.0}
+
+
+def importtime(argv: list[str], top: int = 15) -> list[tuple[str, int]]:
+    """(package, self µs summed) of the slowest top-level packages ``argv`` imports."""
+    err = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], capture_output=True,
+                         text=True, cwd=ROOT).stderr
+    per: dict[str, int] = {}
+    for line in err.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, _cum, name = (p.strip() for p in line[len("import time:"):].split("|"))
+        name = name.strip()
+        key = ".".join(name.split(".")[:2]) if name.startswith("envgen") else \
+            name.split(".")[0]
+        per[key] = per.get(key, 0) + int(self_us)
+    return sorted(per.items(), key=lambda kv: -kv[1])[:top]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--repeat", type=int, default=21)
+    ap.add_argument("--matrix-dir", default=None)
+    ap.add_argument("--importtime", action="store_true")
+    ap.add_argument("--json", action="store_true", help="print results as JSON")
+    args = ap.parse_args()
+    cmds = commands(args.matrix_dir)
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": os.environ.get("PYTHONDONTWRITEBYTECODE",
+                                                                      "")}
+    for argv in cmds.values():  # warm: byte code, the compiled facts, the page cache
+        subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True)
+    times: dict[str, list[float]] = {name: [] for name in cmds}
+    for _ in range(args.repeat):
+        for name, argv in cmds.items():
+            t = time.perf_counter()
+            subprocess.run(argv, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
+            times[name].append(time.perf_counter() - t)
+    base = statistics.median(times["python -c pass"])
+    results = {name: {"median_ms": round(statistics.median(ts) * 1e3, 1),
+                      "ratio": round(statistics.median(ts) / base, 2),
+                      "target": TARGETS.get(name)} for name, ts in times.items()}
+    if args.importtime:
+        results["importtime_self_us"] = dict(importtime(cmds["library: load + resolve + why"]))
+
+    if args.json:
+        json.dump(results, sys.stdout, indent=2)
+        print()
+        return 0
+    print(f"median wall time of {args.repeat} runs each, round-robin; ratio to python -c pass")
+    for name in cmds:
+        r = results[name]
+        target = f"  (target ≤ {r['target']:.0f}x)" if r["target"] else ""
+        print(f"  {r['median_ms']:>7.1f} ms  {r['ratio']:>5.2f}x  {name}{target}")
+    if args.importtime:
+        print("slowest imports of the library run (self time, summed per package):")
+        for name, us in results["importtime_self_us"].items():
+            print(f"  {us / 1e3:>7.1f} ms  {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
