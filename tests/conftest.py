@@ -19,6 +19,7 @@ FIXTURE_MATRIX = Path(__file__).parent / "fixtures" / "matrix"
 # compiled cache has its own tests, which turn it on in a temporary cache directory). Set here,
 # so subprocesses started by tests inherit it.
 os.environ["ENVGEN_FACTS_CACHE"] = "0"
+os.environ["ENVGEN_RECORDS_CACHE"] = "0"
 
 
 @pytest.fixture

@@ -1,13 +1,26 @@
-"""Result records and what they prove: the two record kinds (verify records, schema 1; attempt
-records, attempt/1), the append-only store under matrix/results/, the evidence tiers and
-status derived from records, and the compatibility table generated from them."""
+"""The results stage: what result records prove, and the compatibility table built from them.
 
-from envgen.results.attempt import AttemptRecord
-from envgen.results.record import Problem, RecordError, ResultRecord, validate
-from envgen.results.status import CombinationStatus, status_of, statuses
-from envgen.results.store import AddOutcome, StoredRecord, add, load
-from envgen.results.table import Table, build_table
-from envgen.results.tiers import CombinationEvidence, evidence, evidence_of
+Input: record files (verify records, schema 1, written by ``envgen verify``; attempt records,
+attempt/1, written by ``envgen evidence``) and the facts. Output: the append-only store under
+<data dir>/results/ (``store``), each combination's evidence tier and status (``tiers``,
+``status``), and the table: Markdown page, JSON and README block (``table``).
+
+Names are imported on first use (a command that reads one record does not load the table).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "AttemptRecord": "attempt",
+    "Problem": "record", "RecordError": "record", "ResultRecord": "record", "validate": "record",
+    "CombinationStatus": "status", "status_of": "status", "statuses": "status",
+    "AddOutcome": "store", "StoredRecord": "store", "add": "store", "load": "store",
+    "Table": "table", "build_table": "table",
+    "CombinationEvidence": "tiers", "evidence": "tiers", "evidence_of": "tiers",
+}
 
 __all__ = [
     "AddOutcome",
@@ -28,3 +41,10 @@ __all__ = [
     "statuses",
     "validate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'envgen.results' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"envgen.results.{module}"), name)

@@ -6,31 +6,37 @@ Where a verify record (:mod:`envgen.results.record`) proves that a combination r
 importable (T2) — no GPU needed. ``matrix/results/README.md`` documents every field; the
 evidence runner (``envgen evidence``) writes them.
 
-Reading one checks its shape against ``envgen/schemas/attempt-record.schema.json`` and then the
-rules across fields, and reports *every* problem with its JSON path (``$.build.ops[1].status``),
-like a verify record. Values are frozen dataclasses; ``to_dict`` gives the JSON back, and the
-record id is the sha256 of its canonical JSON, so the same attempt always has the same id.
+Input: an attempt record's JSON; output: a frozen :class:`AttemptRecord`, or every problem with
+its JSON path (``$.build.ops[1].status``). Reading one checks its shape against
+``envgen/schemas/attempt-record.schema.json`` (:mod:`envgen.schemas.check`) and then the rules
+across fields, in the words a verify record uses (:mod:`envgen.results.record`), and only then
+builds the values. ``to_dict`` gives the JSON back, and the record id is the sha256 of its
+canonical JSON, so the same attempt always has the same id.
 """
 
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from envgen.resolve.combination import parse_combination_id
 from envgen.results.record import (
-    SAFE_ID,
     Image,
     Problem,
     RecordError,
+    at,
     canonical_json,
+    combination_problems,
+    finite,
+    in_field_order,
+    kind_of,
     parse_time,
+    schema_problems,
+    times,
 )
-from envgen.schemas.check import check, load_schema
+from envgen.schemas.check import validator
 
 SCHEMA = "attempt/1"
 TIERS = ("T1", "T2")
@@ -201,7 +207,7 @@ def validate(data: Any) -> list[Problem]:
 def parse(data: Any) -> tuple[AttemptRecord | None, list[Problem]]:
     """The record ``data`` describes and no problems, or None and every problem."""
     if not isinstance(data, dict):
-        return None, [Problem("$", f"expected an object, got {_kind(data)}")]
+        return None, [Problem("$", f"expected an object, got {kind_of(data)}")]
     schema = data.get("schema")
     if schema != SCHEMA or type(schema) is not str:
         if "schema" not in data:
@@ -213,79 +219,26 @@ def parse(data: Any) -> tuple[AttemptRecord | None, list[Problem]]:
         else:
             message = f"expected {SCHEMA!r}, got {schema!r}"
         return None, [Problem("$.schema", message)]  # the rest may mean something else
-    errors = sorted(check(data, _SCHEMA_NAME), key=lambda e: _order(e.path))
-    problems = [p for e in errors for p in _problems(e)]
-    problems += _finite(data, "$")
+    problems = [] if validator(_SCHEMA_NAME).is_valid(data) else \
+        in_field_order(_SCHEMA_NAME, schema_problems(data, _SCHEMA_NAME, SCHEMA))
+    numbers = [(("machine", "memory_gib"), at(data, "machine", "memory_gib")),
+               (("lock", "seconds"), at(data, "lock", "seconds")),
+               (("build", "seconds"), at(data, "build", "seconds"))]
+    problems += [p for _, p in finite(numbers)]
     problems += _rules(data)
     if problems:
         return None, problems
     return _build(data), []
 
 
-def _order(parts: tuple) -> tuple:
-    """Sorts problems in the order the schema lists the fields (as record.py reports them),
-    not alphabetically: each key's position among its object's properties."""
-    schema, key = load_schema(_SCHEMA_NAME), []
-    node: Any = schema
-    for part in parts:
-        if isinstance(part, int):
-            key.append(part)
-            node = node.get("items", {}) if isinstance(node, dict) else {}
-        else:
-            props = list(node.get("properties", {})) if isinstance(node, dict) else []
-            key.append(props.index(part) if part in props else len(props))
-            node = node.get("properties", {}).get(part, {}) if isinstance(node, dict) else {}
-        while isinstance(node, dict) and "$ref" in node:
-            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
-    return tuple(key)
-
-
-def _path(parts: tuple) -> str:
-    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
-
-
-def _problems(error) -> list[Problem]:
-    """A schema error as record problems, in the words record.py uses."""
-    path = _path(error.path)
-    if error.keyword == "required":
-        return [Problem(path, f"missing key {error.detail!r}")]
-    if error.keyword == "additionalProperties":
-        return [Problem(f"{path}.{key}", f"unknown key ({SCHEMA} does not have it)")
-                for key in error.detail]
-    if error.keyword == "minLength" and error.instance == "":
-        return [Problem(path, "must not be empty")]
-    return [Problem(path, error.message())]
-
-
-def _finite(value: Any, path: str) -> list[Problem]:
-    """NaN and infinities (Python's json reads them) are not numbers a record may hold."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return [Problem(path, f"must be a finite number, got {value}")]
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _finite(v, f"{path}.{k}")]
-    if isinstance(value, list):
-        return [p for i, v in enumerate(value) for p in _finite(v, f"{path}[{i}]")]
-    return []
-
-
 def _rules(d: dict) -> list[Problem]:
     """Rules across fields. They read the raw data, so they are checked even where a part has
     problems of its own (each only where the values it compares have the right type)."""
-    out: list[Problem] = []
-    combination = d.get("combination")
-    if isinstance(combination, str) and SAFE_ID.match(combination) \
-            and not parse_combination_id(combination):
-        out.append(Problem("$.combination", f"{combination!r} is not a combination id such as "
-                           "deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64"))
-    times = {}
-    for key in ("started", "finished"):
-        text = d.get(key)
-        if isinstance(text, str) and _TIME.match(text):
-            try:
-                times[key] = parse_time(text)
-            except ValueError as exc:
-                out.append(Problem(f"$.{key}", f"{text!r} is not a valid time ({exc})"))
-    if len(times) == 2 and times["finished"] < times["started"]:
+    found = combination_problems(
+        d, "deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64")
+    bad_times, when = times(d)
+    out = [p for _, p in found + bad_times]
+    if len(when) == 2 and when["finished"] < when["started"]:
         out.append(Problem("$.finished", f"{d['finished']} is before started {d['started']}"))
     status, error, tier = d.get("status"), d.get("error"), d.get("tier")
     if status == "fail" and not (isinstance(error, str) and error.strip()):
@@ -310,8 +263,6 @@ def _rules(d: dict) -> list[Problem]:
     return out
 
 
-_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
-
 
 def _build(d: dict) -> AttemptRecord:
     """The record of data already validated."""
@@ -334,9 +285,3 @@ def _build(d: dict) -> AttemptRecord:
                       for o in build["ops"])),
         log_digest=d["log_digest"], error=d["error"], command=d["command"])
 
-
-def _kind(value: Any) -> str:
-    if value is None:
-        return "null"
-    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
-            list: "a list", dict: "an object"}.get(type(value), type(value).__name__)

@@ -1,34 +1,41 @@
 """The result record: what one verify run on one combination found (schema version 1).
 
-A record is plain JSON (``matrix/results/README.md`` documents every field). Reading one
-checks it completely and reports *every* problem with its JSON path (``$.ops[1].status``), so
-a broken record is fixed in one pass. Values are frozen dataclasses; ``to_dict`` gives the
-JSON back, and a record's id is the sha256 of its canonical JSON (sorted keys, compact
-separators), so the same run always has the same id.
+Input: a record's JSON (``matrix/results/README.md`` documents every field). Output: a frozen
+:class:`ResultRecord`, or every problem with its JSON path (``$.ops[1].status``), so a broken
+record is fixed in one pass. Reading one checks its shape against
+``envgen/schemas/result-record.schema.json`` (:mod:`envgen.schemas.check`), then the rules a
+schema cannot say (a real date, a combination id envgen can parse, the GPU model against the
+count, ranks within the world size, the overall status against the parts, time order); only
+then are the values built. ``to_dict`` gives the JSON back, and a record's id is the sha256 of
+its canonical JSON (sorted keys, compact separators), so the same run always has the same id.
+The helpers that word schema errors as record problems serve both record kinds
+(:mod:`envgen.results.attempt`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from envgen.errors import DataError
-from envgen.resolve.combination import parse_combination_id
+from envgen.ids import parse_combination_id
 from envgen.results.tiers import verify_tier
+from envgen.schemas.check import SchemaError, load_schema, validator
 
 SCHEMA = 1
 STATUSES = ("pass", "fail", "skip")
 OVERALL = ("pass", "fail")
 BACKENDS = ("nccl", "gloo")
+SCHEMA_NAME = "result-record"
 
-_DIGEST = re.compile(r"^sha256:[0-9a-f]{64}$")
-_UTC = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
-SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_UTC = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?Z\Z")
+SAFE_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,103 +73,106 @@ class RecordError(DataError):
         )
 
 
-class _Reader:
-    """Collects problems while reading nested JSON; each reader returns None when broken."""
-
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
-
-    def add(self, path: str, message: str) -> None:
-        self.problems.append(Problem(path, message))
-
-    def obj(self, data: Any, path: str, required: tuple[str, ...],
-            optional: tuple[str, ...] = ()) -> dict[str, Any] | None:
-        if not isinstance(data, dict):
-            self.add(path, f"expected an object, got {_kind(data)}")
-            return None
-        for key in required:
-            if key not in data:
-                self.add(path, f"missing key {key!r}")
-        for key in sorted(set(data) - set(required) - set(optional)):
-            self.add(f"{path}.{key}", "unknown key (schema 1 does not have it)")
-        return data
-
-    def string(self, data: dict, key: str, path: str, *, null: bool = False,
-               pattern: re.Pattern | None = None, choices: tuple[str, ...] = (),
-               shape: str = "", empty: bool = False) -> str | None:
-        if key not in data:
-            return None
-        value, where = data[key], f"{path}.{key}"
-        if value is None and null:
-            return None
-        if not isinstance(value, str):
-            self.add(where, f"expected a string{' or null' if null else ''}, got {_kind(value)}")
-        elif choices and value not in choices:
-            self.add(where, f"{value!r} is not one of {', '.join(choices)}")
-        elif pattern and not pattern.match(value):
-            self.add(where, f"{value!r} is not {shape}")
-        elif not value and not empty:
-            self.add(where, "must not be empty")
-        return value if isinstance(value, str) else None
-
-    def integer(self, data: dict, key: str, path: str, *, minimum: int = 0,
-                null: bool = False) -> int | None:
-        if key not in data:
-            return None
-        value, where = data[key], f"{path}.{key}"
-        if value is None and null:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.add(where, f"expected an integer{' or null' if null else ''}, got {_kind(value)}")
-            return None
-        if value < minimum:
-            self.add(where, f"must be ≥ {minimum}, got {value}")
-        return value
-
-    def seconds(self, data: dict, key: str, path: str, *, null: bool = False) -> float | None:
-        if key not in data:
-            return None
-        value, where = data[key], f"{path}.{key}"
-        if value is None and null:
-            return None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.add(where, f"expected seconds (a number{' or null' if null else ''}), "
-                     f"got {_kind(value)}")
-            return None
-        if not value >= 0:  # also rejects NaN
-            self.add(where, f"must be ≥ 0 seconds, got {value}")
-        return float(value)
-
-    def items(self, data: dict, key: str, path: str, read: Callable[[Any, str], Any]
-              ) -> tuple | None:
-        if key not in data:
-            return None
-        value = data[key]
-        if not isinstance(value, list):
-            self.add(f"{path}.{key}", f"expected a list, got {_kind(value)}")
-            return None
-        out = tuple(read(item, f"{path}.{key}[{i}]") for i, item in enumerate(value))
-        return None if any(x is None for x in out) else out
-
-
-def _kind(value: Any) -> str:
+def kind_of(value: Any) -> str:
+    """``a list``, ``null``: what a JSON value is, for messages."""
     if value is None:
         return "null"
     return {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
             list: "a list", dict: "an object"}.get(type(value), type(value).__name__)
 
 
-def _time(r: _Reader, data: dict, key: str, path: str) -> str | None:
-    text = r.string(data, key, path, pattern=_UTC,
-                    shape="an RFC 3339 UTC time such as 2026-05-01T12:00:00Z")
-    if text is None or not _UTC.match(text):
-        return None
-    try:
-        parse_time(text)
-    except ValueError as exc:
-        r.add(f"{path}.{key}", f"{text!r} is not a valid time ({exc})")
-        return None
-    return text
+# What both record kinds share: problems found as (path parts, Problem), the path parts placing
+# the problem among the others (in the order the schema lists the fields), then sorted.
+Found = list[tuple[tuple, Problem]]
+
+
+def schema_problems(data: Any, schema_name: str, label: str) -> Found:
+    """Every way ``data`` breaks the record schema ``schema_name``; ``label`` names the schema
+    in "unknown key" messages ("schema 1")."""
+    return [(e.path, p) for e in validator(schema_name).errors(data) for p in _worded(e, label)]
+
+
+def in_field_order(schema_name: str, found: Found) -> list[Problem]:
+    """The problems sorted by where they are: each key's position among its object's
+    properties in the schema, list indexes as they are (a stable sort)."""
+    schema = load_schema(schema_name)
+    return [p for _, p in sorted(found, key=lambda f: _field_order(schema, f[0]))]
+
+
+def _field_order(schema: dict, parts: tuple) -> tuple:
+    key: list[int] = []
+    node: Any = schema
+    for part in parts:
+        while isinstance(node, dict) and "$ref" in node:
+            node = schema["$defs"][node["$ref"].rsplit("/", 1)[1]]
+        if not isinstance(node, dict):
+            node = {}
+        if isinstance(part, int):
+            key.append(part)
+            node = node.get("items", {})
+        else:
+            props = list(node.get("properties", {}))
+            key.append(props.index(part) if part in props else len(props))
+            node = node.get("properties", {}).get(part, {})
+    return tuple(key)
+
+
+def json_path(parts: tuple) -> str:
+    """``$.ops[1].status`` for ``("ops", 1, "status")``."""
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
+
+
+def _worded(error: SchemaError, label: str) -> list[Problem]:
+    path = json_path(error.path)
+    if error.keyword == "required":
+        return [Problem(path, f"missing key {error.detail!r}")]
+    if error.keyword == "additionalProperties":
+        return [Problem(f"{path}.{key}", f"unknown key ({label} does not have it)")
+                for key in error.detail]
+    if error.keyword == "minLength" and error.instance == "":
+        return [Problem(path, "must not be empty")]
+    return [Problem(path, error.message())]
+
+
+def finite(numbers: list[tuple[tuple, Any]]) -> Found:
+    """NaN and infinities (Python's json reads them; JSON Schema's ``minimum`` lets them by)
+    are not numbers a record may hold: ``numbers`` are the record's number fields."""
+    return [(parts, Problem(json_path(parts), f"must be a finite number, got {value}"))
+            for parts, value in numbers
+            if isinstance(value, float) and not math.isfinite(value)]
+
+
+def at(d: Any, *keys: str) -> Any:
+    """``d[k1][k2]…``, or None where a part is missing or not an object."""
+    for key in keys:
+        d = d.get(key) if isinstance(d, dict) else None
+    return d
+
+
+def times(d: dict) -> tuple[Found, dict[str, datetime]]:
+    """Problems of ``started`` and ``finished`` where they have the right shape but are no
+    real time (February 30th), and those that are."""
+    out: Found = []
+    found: dict[str, datetime] = {}
+    for key in ("started", "finished"):
+        text = d.get(key)
+        if isinstance(text, str) and _UTC.match(text):
+            try:
+                found[key] = parse_time(text)
+            except ValueError as exc:
+                out.append(((key,), Problem(f"$.{key}", f"{text!r} is not a valid time "
+                                                      f"({exc})")))
+    return out, found
+
+
+def combination_problems(d: dict, example: str) -> Found:
+    """The combination id, when it is a safe name, must also be one envgen can read."""
+    combination = d.get("combination")
+    if isinstance(combination, str) and SAFE_ID.match(combination) \
+            and not parse_combination_id(combination):
+        return [(("combination",), Problem("$.combination", f"{combination!r} is not a "
+                                           f"combination id such as {example}"))]
+    return []
 
 
 def parse_time(text: str) -> datetime:
@@ -179,16 +189,6 @@ class Image:
     reference: str
     digest: str
 
-    @classmethod
-    def read(cls, r: _Reader, data: Any, path: str) -> Image | None:
-        d = r.obj(data, path, ("reference", "digest"))
-        if d is None:
-            return None
-        n = len(r.problems)
-        reference = r.string(d, "reference", path)
-        digest = r.string(d, "digest", path, pattern=_DIGEST, shape="sha256:<64 hex digits>")
-        return None if len(r.problems) > n else cls(reference=reference, digest=digest)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gpu:
@@ -198,24 +198,6 @@ class Gpu:
     count: int
     driver: str | None
     cuda_driver: str | None
-
-    @classmethod
-    def read(cls, r: _Reader, data: Any, path: str) -> Gpu | None:
-        d = r.obj(data, path, ("model", "count", "driver", "cuda_driver"))
-        if d is None:
-            return None
-        n = len(r.problems)
-        model = r.string(d, "model", path, null=True)
-        count = r.integer(d, "count", path)
-        driver = r.string(d, "driver", path, null=True)
-        cuda_driver = r.string(d, "cuda_driver", path, null=True)
-        if count == 0 and model is not None:
-            r.add(f"{path}.model", "must be null when count is 0 (a CPU run)")
-        if count is not None and count > 0 and "model" in d and model is None:
-            r.add(f"{path}.model", f"must name the GPU when count is {count}")
-        if len(r.problems) > n:
-            return None
-        return cls(model=model, count=count, driver=driver, cuda_driver=cuda_driver)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -228,19 +210,6 @@ class OpResult:
     check: str
     message: str
 
-    @classmethod
-    def read(cls, r: _Reader, data: Any, path: str) -> OpResult | None:
-        d = r.obj(data, path, ("name", "status", "build_seconds", "check", "message"))
-        if d is None:
-            return None
-        n = len(r.problems)
-        values = {"name": r.string(d, "name", path),
-                  "status": r.string(d, "status", path, choices=STATUSES),
-                  "build_seconds": r.seconds(d, "build_seconds", path, null=True),
-                  "check": r.string(d, "check", path),
-                  "message": r.string(d, "message", path, empty=True)}
-        return None if len(r.problems) > n else cls(**values)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SmokeCheck:
@@ -250,18 +219,6 @@ class SmokeCheck:
     status: str
     message: str
     rank: int | None
-
-    @classmethod
-    def read(cls, r: _Reader, data: Any, path: str) -> SmokeCheck | None:
-        d = r.obj(data, path, ("name", "status", "message", "rank"))
-        if d is None:
-            return None
-        n = len(r.problems)
-        values = {"name": r.string(d, "name", path),
-                  "status": r.string(d, "status", path, choices=STATUSES),
-                  "message": r.string(d, "message", path, empty=True),
-                  "rank": r.integer(d, "rank", path, null=True)}
-        return None if len(r.problems) > n else cls(**values)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -273,23 +230,6 @@ class Smoke:
     checks: tuple[SmokeCheck, ...]
     seconds: float
 
-    @classmethod
-    def read(cls, r: _Reader, data: Any, path: str) -> Smoke | None:
-        d = r.obj(data, path, ("backend", "world_size", "checks", "seconds"))
-        if d is None:
-            return None
-        n = len(r.problems)
-        values = {"backend": r.string(d, "backend", path, choices=BACKENDS),
-                  "world_size": r.integer(d, "world_size", path, minimum=1),
-                  "checks": r.items(d, "checks", path, lambda x, p: SmokeCheck.read(r, x, p)),
-                  "seconds": r.seconds(d, "seconds", path)}
-        if values["world_size"] is not None and values["checks"] is not None:
-            for i, check in enumerate(values["checks"]):
-                if check.rank is not None and check.rank >= values["world_size"]:
-                    r.add(f"{path}.checks[{i}].rank",
-                          f"rank {check.rank} is outside world_size {values['world_size']}")
-        return None if len(r.problems) > n else cls(**values)
-
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Durations:
@@ -298,19 +238,6 @@ class Durations:
     ops: float
     smoke: float
     total: float
-
-    @classmethod
-    def read(cls, r: _Reader, data: Any, path: str) -> Durations | None:
-        d = r.obj(data, path, ("ops", "smoke", "total"))
-        if d is None:
-            return None
-        n = len(r.problems)
-        values = {k: r.seconds(d, k, path) for k in ("ops", "smoke", "total")}
-        return None if len(r.problems) > n else cls(**values)
-
-
-_FIELDS = ("schema", "combination", "lock_hash", "image", "started", "finished", "gpu",
-           "tools", "ops", "smoke", "status", "durations", "log_digest")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -334,7 +261,7 @@ class ResultRecord:
     @classmethod
     def from_dict(cls, data: Any, *, source: str = "result record") -> ResultRecord:
         """The record ``data`` describes; RecordError listing every problem otherwise."""
-        record, problems = _read(data)
+        record, problems = parse(data)
         if problems:
             raise RecordError({source: problems})
         return record
@@ -440,85 +367,121 @@ def canonical_json(data: Any) -> bytes:
 
 def validate(data: Any) -> list[Problem]:
     """Every problem in ``data`` as a schema-1 result record (empty: valid)."""
-    return _read(data)[1]
+    return parse(data)[1]
 
 
 def parse(data: Any) -> tuple[ResultRecord | None, list[Problem]]:
-    """The record ``data`` describes and no problems, or None and every problem (one pass:
-    validating, then building, would read the data twice)."""
-    return _read(data)
-
-
-def _read(data: Any) -> tuple[ResultRecord | None, list[Problem]]:
-    r = _Reader()
-    schema = data.get("schema") if isinstance(data, dict) else None
-    if isinstance(data, dict) and "schema" in data and (type(schema) is not int
-                                                        or schema != SCHEMA):
-        if isinstance(schema, int) and not isinstance(schema, bool) and schema > SCHEMA:
-            r.add("$.schema", f"schema {schema} is newer than this envgen reads ({SCHEMA}); "
-                  "upgrade envgen")
+    """The record ``data`` describes and no problems, or None and every problem."""
+    if not isinstance(data, dict):
+        return None, [Problem("$", f"expected an object, got {kind_of(data)}")]
+    schema = data.get("schema", SCHEMA)
+    if type(schema) is not int or schema != SCHEMA:
+        if type(schema) is int and schema > SCHEMA:
+            message = f"schema {schema} is newer than this envgen reads ({SCHEMA}); upgrade envgen"
         else:
-            r.add("$.schema", f"expected {SCHEMA}, got {schema!r}")
-        return None, r.problems  # the rest may mean something else in another schema
-    d = r.obj(data, "$", _FIELDS)
-    if d is None:
-        return None, r.problems
-    combination = r.string(d, "combination", "$", pattern=SAFE_ID,
-                           shape="a combination id (only A-Z a-z 0-9 _ . -)")
-    if combination and SAFE_ID.match(combination) and not parse_combination_id(combination):
-        r.add("$.combination", f"{combination!r} is not a combination id such as "
-              "deepspeed-0.19.8-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64")
-    values: dict[str, Any] = {"schema": SCHEMA, "combination": combination}
-    digest = {"pattern": _DIGEST, "shape": "sha256:<64 hex digits>"}
-    values["lock_hash"] = r.string(d, "lock_hash", "$", **digest)
-    values["log_digest"] = r.string(d, "log_digest", "$", **digest)
-    values["image"] = None if d.get("image") is None else Image.read(r, d["image"], "$.image")
-    values["started"] = _time(r, d, "started", "$")
-    values["finished"] = _time(r, d, "finished", "$")
-    values["gpu"] = Gpu.read(r, d["gpu"], "$.gpu") if "gpu" in d else None
-    values["tools"] = _tools(r, d)
-    values["ops"] = r.items(d, "ops", "$", lambda x, p: OpResult.read(r, x, p))
-    values["smoke"] = None if d.get("smoke") is None else Smoke.read(r, d["smoke"], "$.smoke")
-    values["status"] = r.string(d, "status", "$", choices=OVERALL)
-    values["durations"] = (Durations.read(r, d["durations"], "$.durations")
-                           if "durations" in d else None)
-    _consistent(r, d, values)
-    if r.problems:
-        return None, r.problems
-    return ResultRecord(**values), []
+            message = f"expected {SCHEMA}, got {schema!r}"
+        return None, [Problem("$.schema", message)]  # the rest may mean something else
+    found = [] if validator(SCHEMA_NAME).is_valid(data) else \
+        schema_problems(data, SCHEMA_NAME, "schema 1")
+    bad_times, when = times(data)
+    found += _field_rules(data, bad_times)
+    problems = in_field_order(SCHEMA_NAME, found) if found else []
+    problems += _rules(data, when)
+    return (None, problems) if problems else (_build(data), [])
 
 
-def _tools(r: _Reader, d: dict) -> dict[str, str] | None:
-    if "tools" not in d:
-        return None
-    tools = d["tools"]
-    if not isinstance(tools, dict):
-        r.add("$.tools", f"expected an object of name → version strings, got {_kind(tools)}")
-        return None
-    for key, value in tools.items():
-        if not key:
-            r.add("$.tools", "a tool name must not be empty")
-        if not isinstance(value, str):
-            r.add(f"$.tools.{key}", f"expected a version string, got {_kind(value)}")
-    return dict(sorted(tools.items()))
+def _field_rules(d: dict, bad_times: Found) -> Found:
+    """Rules of one field or part that a schema cannot say; each looks only at values of the
+    right type. Their problems sort among the schema's."""
+    out = combination_problems(d, "deepspeed-0.19.8-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64")
+    out += bad_times
+    gpu = _dict(d.get("gpu"))
+    smoke = _dict(d.get("smoke"))
+    checks = _dicts(smoke.get("checks"))
+    seconds = [(("ops", i, "build_seconds"), o.get("build_seconds"))
+               for i, o in _dicts(d.get("ops"))]
+    seconds += [(("smoke", "seconds"), smoke.get("seconds"))]
+    seconds += [(("durations", k), at(d, "durations", k)) for k in ("ops", "smoke", "total")]
+    out += finite(seconds)
+    whole = [(("gpu", "count"), gpu.get("count")), (("smoke", "world_size"),
+                                                     smoke.get("world_size"))]
+    whole += [(("smoke", "checks", i, "rank"), c.get("rank")) for i, c in checks]
+    for parts, value in whole:  # JSON Schema's integers include 2.0; a record's do not
+        if isinstance(value, float) and value.is_integer():
+            out.append((parts, Problem(json_path(parts), f"{value} is not written as an "
+                                                         "integer")))
+    count, model = gpu.get("count"), gpu.get("model")
+    if _is_int(count) and count == 0 and isinstance(model, str):
+        out.append((("gpu", "model"), Problem("$.gpu.model", "must be null when count is 0 "
+                                                             "(a CPU run)")))
+    if _is_int(count) and count > 0 and "model" in gpu and model is None:
+        out.append((("gpu", "model"), Problem("$.gpu.model", "must name the GPU when count "
+                                                             f"is {count}")))
+    size = smoke.get("world_size")
+    for i, check in checks:
+        rank = check.get("rank")
+        if _is_int(size) and _is_int(rank) and rank >= size:
+            parts = ("smoke", "checks", i, "rank")
+            out.append((parts, Problem(json_path(parts), f"rank {rank} is outside world_size "
+                                                         f"{size}")))
+    return out
 
 
-def _consistent(r: _Reader, d: dict, v: dict) -> None:
+def _rules(d: dict, when: dict[str, datetime]) -> list[Problem]:
     """Rules across fields: time order, overall status, NCCL needs GPUs. They read the raw
     data, so they are checked even where a part has problems of its own."""
-    if v["started"] and v["finished"] and parse_time(v["finished"]) < parse_time(v["started"]):
-        r.add("$.finished", f"{v['finished']} is before started {v['started']}")
-    smoke = d.get("smoke") if isinstance(d.get("smoke"), dict) else {}
-    failed = [f"ops {o.get('name')}" for o in _dicts(d.get("ops")) if o.get("status") == "fail"]
-    failed += [f"smoke {c.get('name')}" for c in _dicts(smoke.get("checks"))
+    out: list[Problem] = []
+    if len(when) == 2 and when["finished"] < when["started"]:
+        out.append(Problem("$.finished", f"{d['finished']} is before started {d['started']}"))
+    smoke = _dict(d.get("smoke"))
+    failed = [f"ops {o.get('name')}" for _, o in _dicts(d.get("ops"))
+              if o.get("status") == "fail"]
+    failed += [f"smoke {c.get('name')}" for _, c in _dicts(smoke.get("checks"))
                if c.get("status") == "fail"]
     if d.get("status") == "pass" and failed:
-        r.add("$.status", f"'pass' but {', '.join(failed)} failed; the overall status must be "
-              "'fail'")
-    gpu = d.get("gpu") if isinstance(d.get("gpu"), dict) else {}
-    if smoke.get("backend") == "nccl" and gpu.get("count") == 0:
-        r.add("$.smoke.backend", "'nccl' needs GPUs, but gpu.count is 0")
+        out.append(Problem("$.status", f"'pass' but {', '.join(failed)} failed; the overall "
+                           "status must be 'fail'"))
+    gpu = _dict(d.get("gpu"))
+    if smoke.get("backend") == "nccl" and _is_int(gpu.get("count")) and gpu["count"] == 0:
+        out.append(Problem("$.smoke.backend", "'nccl' needs GPUs, but gpu.count is 0"))
+    return out
 
 
-def _dicts(items: Any) -> list[dict]:
-    return [x for x in items if isinstance(x, dict)] if isinstance(items, list) else []
+def _build(d: dict) -> ResultRecord:
+    """The record of data already validated."""
+    image, gpu, smoke, durations = d["image"], d["gpu"], d["smoke"], d["durations"]
+    return ResultRecord(
+        schema=SCHEMA, combination=d["combination"], lock_hash=d["lock_hash"],
+        image=None if image is None else Image(reference=image["reference"],
+                                               digest=image["digest"]),
+        started=d["started"], finished=d["finished"],
+        gpu=Gpu(model=gpu["model"], count=gpu["count"], driver=gpu["driver"],
+                cuda_driver=gpu["cuda_driver"]),
+        tools=dict(sorted(d["tools"].items())),
+        ops=tuple(OpResult(name=o["name"], status=o["status"],
+                           build_seconds=None if o["build_seconds"] is None
+                           else float(o["build_seconds"]),
+                           check=o["check"], message=o["message"]) for o in d["ops"]),
+        smoke=None if smoke is None else Smoke(
+            backend=smoke["backend"], world_size=smoke["world_size"],
+            checks=tuple(SmokeCheck(name=c["name"], status=c["status"], message=c["message"],
+                                    rank=c["rank"]) for c in smoke["checks"]),
+            seconds=float(smoke["seconds"])),
+        status=d["status"],
+        durations=Durations(ops=float(durations["ops"]), smoke=float(durations["smoke"]),
+                            total=float(durations["total"])),
+        log_digest=d["log_digest"])
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _dicts(items: Any) -> list[tuple[int, dict]]:
+    """The objects of a list, with their indexes."""
+    return [(i, x) for i, x in enumerate(items) if isinstance(x, dict)] \
+        if isinstance(items, list) else []

@@ -96,7 +96,7 @@ class CombinationEvidence:
     @property
     def date(self) -> str | None:
         """The newest record's date (YYYY-MM-DD, UTC)."""
-        return self.newest.record.finished[:10] if self.newest else None
+        return self.newest.summary.finished[:10] if self.newest else None
 
     @property
     def label(self) -> str:
@@ -106,37 +106,37 @@ class CombinationEvidence:
     def flavor(self) -> str | None:
         """The flavor (conda, venv, os-package) of the record that proves the tier; None when
         nothing proves it or a verify record does (it does not say)."""
-        return self.proof.record.flavor if self.proof else None
+        return self.proof.summary.flavor if self.proof else None
 
     @property
     def shown(self) -> tuple[StoredRecord, ...]:
         """The records a table row links: the proof, the failed attempt above it, and the
         newest record when it failed (known-bad) and is neither."""
         out = [s for s in (self.proof, self.failed) if s is not None]
-        if self.newest is not None and self.newest.record.status == "fail" \
-                and all(s.record.id != self.newest.record.id for s in out):
+        if self.newest is not None and self.newest.summary.status == "fail" \
+                and all(s.summary.id != self.newest.summary.id for s in out):
             out.append(self.newest)
         return tuple(out)
 
 
 def _key(s: StoredRecord) -> tuple:
-    return (s.record.finished_at, s.record.id)
+    return (s.summary.finished_at, s.summary.id)
 
 
 def evidence_of(combination: str, records: Iterable[StoredRecord]) -> CombinationEvidence:
     """The evidence of ``combination`` from its records (records of others are ignored)."""
-    mine = [s for s in records if s.record.combination == combination]
+    mine = [s for s in records if s.summary.combination == combination]
     if not mine:
         return CombinationEvidence(combination=combination, tier="T0", proof=None, failed=None,
                                    status=UNTESTED, note=None, records=0, newest=None)
     newest = max(mine, key=_key)
-    passes = [s for s in mine if s.record.status == "pass"]
-    tier = max((s.record.tier for s in passes), key=rank, default="T0")
-    proof = max((s for s in passes if s.record.tier == tier), key=_key, default=None)
-    above = [s for s in mine if s.record.status == "fail" and rank(s.record.tier) > rank(tier)]
+    passes = [s for s in mine if s.summary.status == "pass"]
+    tier = max((s.summary.tier for s in passes), key=rank, default="T0")
+    proof = max((s for s in passes if s.summary.tier == tier), key=_key, default=None)
+    above = [s for s in mine if s.summary.status == "fail" and rank(s.summary.tier) > rank(tier)]
     failed = max(above, key=_key, default=None)
     note = None
-    if newest.record.status == "fail":
+    if newest.summary.status == "fail":
         status = KNOWN_BAD
     elif rank(tier) >= rank(GPU_TIER):
         status = KNOWN_GOOD
@@ -144,8 +144,8 @@ def evidence_of(combination: str, records: Iterable[StoredRecord]) -> Combinatio
         status = UNTESTED
         # a verify run says why it is not GPU evidence; lock/build attempts never are (the
         # tier says how far they got)
-        verified = [s for s in passes if s.record.kind == "verify"]
-        note = ("no GPU check" if any(s.record.on_gpu for s in verified)
+        verified = [s for s in passes if s.summary.kind == "verify"]
+        note = ("no GPU check" if any(s.summary.on_gpu for s in verified)
                 else "CPU only" if verified else None)
     return CombinationEvidence(combination=combination, tier=tier, proof=proof, failed=failed,
                                status=status, note=note, records=len(mine), newest=newest)
@@ -155,5 +155,5 @@ def evidence(records: Iterable[StoredRecord]) -> dict[str, CombinationEvidence]:
     """Evidence per combination that has records, ordered by combination id."""
     by_combination: dict[str, list[StoredRecord]] = defaultdict(list)
     for s in records:
-        by_combination[s.record.combination].append(s)
+        by_combination[s.summary.combination].append(s)
     return {c: evidence_of(c, by_combination[c]) for c in sorted(by_combination)}

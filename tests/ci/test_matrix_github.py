@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from support.run import run_envgen
 
-from envgen.ci.cells import Cell, github_matrix, load_cells
+from envgen.ci.cells import Cell, load_cells
+from envgen.ci.github import GithubEntry, github_matrix
 from envgen.errors import DataError
 
 A = "deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64"
@@ -36,13 +37,14 @@ def test_due_cells(tmp_path, cells_file):
     _lock(locks, A, "sha256:" + "a" * 64)
     _lock(locks, B, "sha256:" + "b" * 64)
     cells = load_cells(cells_file)
-    matrix, counts = github_matrix(cells, locks, verified={"sha256:" + "a" * 64})
-    assert [e["combination"] for e in matrix["include"]] == [B, C]
-    assert matrix["include"][1]["lock_hash"] is None  # C is not locked yet
-    assert counts == {"cells": 3, "verified": 1, "unlocked": 1, "due": 2}
-    forced, _ = github_matrix(cells, locks, verified={"sha256:" + "a" * 64}, force=True)
-    assert len(forced["include"]) == 3
-    assert forced["include"][0]["make_options"] == "--flavor venv --gpu-arch sm_90"
+    matrix = github_matrix(cells, locks, verified={"sha256:" + "a" * 64})
+    assert [e["combination"] for e in matrix.to_dict()["include"]] == [B, C]
+    assert matrix.include[1].lock_hash is None  # C is not locked yet
+    assert matrix.counts == {"cells": 3, "verified": 1, "unlocked": 1, "due": 2}
+    assert matrix.summary == "3 cells: 2 due (1 not locked yet), 1 already verified"
+    forced = github_matrix(cells, locks, verified={"sha256:" + "a" * 64}, force=True)
+    assert len(forced.include) == 3
+    assert forced.to_dict()["include"][0]["make_options"] == "--flavor venv --gpu-arch sm_90"
 
 
 def test_one_changed_lock_makes_one_cell_due(tmp_path, cells_file):
@@ -51,11 +53,11 @@ def test_one_changed_lock_makes_one_cell_due(tmp_path, cells_file):
     for cid, h in hashes.items():
         _lock(locks, cid, h)
     cells = load_cells(cells_file)
-    assert github_matrix(cells, locks, set(hashes.values()))[0] == {"include": []}
+    assert github_matrix(cells, locks, set(hashes.values())).to_dict() == {"include": []}
     shutil.rmtree(locks / B)
     _lock(locks, B, "sha256:" + "d" * 64)  # re-locked: a new hash, no result for it
-    due = github_matrix(cells, locks, set(hashes.values()))[0]["include"]
-    assert [e["combination"] for e in due] == [B]
+    due = github_matrix(cells, locks, set(hashes.values())).include
+    assert [e.combination for e in due] == [B]
 
 
 def test_bad_cells_file_lists_every_problem(tmp_path):
@@ -91,3 +93,45 @@ def test_cli_reads_results_by_lock_hash(tmp_path, cells_file):
 def test_the_committed_cells_file_loads():
     cells = load_cells(Path(__file__).parents[2] / "matrix" / "cells.toml")
     assert cells and all(isinstance(c, Cell) for c in cells)
+
+
+def test_the_matrix_is_one_line_of_compact_json(tmp_path, cells_file):
+    locks = tmp_path / "locks"
+    _lock(locks, A, "sha256:" + "a" * 64)
+    matrix = github_matrix(load_cells(cells_file), locks, verified=frozenset())
+    assert matrix.to_json() == json.dumps(matrix.to_dict(), separators=(",", ":"))
+    assert "\n" not in matrix.to_json() and matrix.due == 3
+    assert matrix.include[0] == GithubEntry(combination=A, lock_hash="sha256:" + "a" * 64,
+                                            make_options="--flavor venv --gpu-arch sm_90")
+
+
+def test_a_lock_manifest_that_is_not_one_is_bad_data(tmp_path, cells_file):
+    locks = tmp_path / "locks"
+    (locks / A).mkdir(parents=True)
+    (locks / A / "envgen.lock.json").write_text("[1, 2]")
+    with pytest.raises(DataError, match="is not a lock manifest") as exc:
+        github_matrix(load_cells(cells_file), locks, verified=frozenset())
+    assert f"nox -s lock -- {A}" in exc.value.hint
+
+
+def test_the_cells_are_read_by_the_facts_loader(tmp_path, cells_file):
+    from envgen.ci import cells as ci_cells
+    from envgen.facts import cells as facts_cells
+
+    assert ci_cells.Cell is facts_cells.Cell and ci_cells.load_cells is facts_cells.read_cells
+    assert cells_file == tmp_path / "cells.toml"
+    assert facts_cells.load_cells(tmp_path) == facts_cells.read_cells(cells_file)
+
+
+def test_ids_the_resolver_builds_parse_back():
+    """One id pattern (envgen/ids.py) for the cells, the records and the resolver."""
+    from envgen.ids import parse_combination_id
+    from envgen.resolve.combination import combination_id
+
+    for cid in (A, B, C, "deepspeed-0.19.8-torch2.15.0-cu132-py3.13t-debian12-aarch64"):
+        fields = parse_combination_id(cid)
+        assert fields is not None
+        assert combination_id(fields["framework"], fields["framework_version"], fields["torch"],
+                              fields["cuda"], fields["python"], fields["os"],
+                              fields["platform"]) == cid
+    assert parse_combination_id("x") is None

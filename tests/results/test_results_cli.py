@@ -73,7 +73,8 @@ def test_add_with_a_bad_file_writes_nothing_and_lists_every_problem(env, tmp_pat
                       env=env)
     assert proc.returncode == 1 and proc.stdout == ""
     assert "envgen: error: 2 of 3 result file(s) invalid, 22 problem(s):" in proc.stderr
-    assert "many-problems.json: $.ops[1]: expected an object, got a string" in proc.stderr
+    assert "many-problems.json: $.ops[1]: 'cpu_adam' is not an object {name, status, " \
+        "build_seconds, check, message}" in proc.stderr
     assert "inconsistent.json: $.smoke.backend: 'nccl' needs GPUs" in proc.stderr
     assert "hint: nothing was written" in proc.stderr
     assert not results.exists()

@@ -40,14 +40,14 @@ def test_every_problem_is_collected_with_its_path():
         "$.started: '2026-03-02 10:00:00' is not an RFC 3339 UTC time such as "
         "2026-05-01T12:00:00Z",
         "$.gpu.model: must be null when count is 0 (a CPU run)",
-        "$.tools.torch: expected a version string, got a number",
+        "$.tools.torch: 2.5 is not a version string",
         "$.ops[0].status: 'passed' is not one of pass, fail, skip",
-        "$.ops[0].build_seconds: must be ≥ 0 seconds, got -1",
-        "$.ops[1]: expected an object, got a string",
+        "$.ops[0].build_seconds: -1 is not a number of seconds ≥ 0, or null",
+        "$.ops[1]: 'cpu_adam' is not an object {name, status, build_seconds, check, message}",
         "$.smoke.backend: 'mpi' is not one of nccl, gloo",
-        "$.smoke.world_size: must be ≥ 1, got 0",
+        "$.smoke.world_size: 0 is not a whole number ≥ 1",
         "$.status: 'ok' is not one of pass, fail",
-        "$.durations.smoke: expected seconds (a number), got a string",
+        "$.durations.smoke: '2' is not a number of seconds ≥ 0",
     ]
 
 
@@ -102,11 +102,11 @@ def test_not_an_object(value, message):
     ("gpu", {"model": None, "count": 2, "driver": None, "cuda_driver": None},
      "$.gpu.model: must name the GPU when count is 2"),
     ("gpu", {"model": None, "count": -1, "driver": None, "cuda_driver": None},
-     "$.gpu.count: must be ≥ 0, got -1"),
-    ("tools", ["torch"], "$.tools: expected an object of name → version strings, got a list"),
-    ("ops", {}, "$.ops: expected a list, got an object"),
+     "$.gpu.count: -1 is not a whole number ≥ 0"),
+    ("tools", ["torch"], '$.tools: ["torch"] is not an object of tool name → version string'),
+    ("ops", {}, "$.ops: {} is not a list of ops {name, status, build_seconds, check, message}"),
     ("durations", {"ops": 1, "smoke": 2, "total": True},
-     "$.durations.total: expected seconds (a number), got a boolean"),
+     "$.durations.total: true is not a number of seconds ≥ 0"),
 ])
 def test_single_field_problems(field, value, message):
     data = _load(VERIFY[0]) | {field: value}

@@ -22,6 +22,7 @@ from envgen.results.table import (
     END,
     HEADER,
     START,
+    Citation,
     latest_releases,
     render_json,
     render_markdown,
@@ -99,7 +100,7 @@ def _rows(table) -> dict:
 
 def test_each_row_has_its_tier_the_record_proving_it_and_what_failed(table):
     found = {c: (r.tier, r.tier_label, r.flavor, r.status, r.note,
-                 [(s.record.tier, s.record.status) for s in r.evidence])
+                 [(e.tier, e.status) for e in r.evidence])
              for c, r in _rows(table).items() if r.records}
     assert found == {
         # a failed T2 after a passing T1: T1, and the T2 failure listed after its proof
@@ -186,7 +187,7 @@ def test_upstream_citations_are_shown_and_never_count_as_a_tier(facts, project, 
     rows = _rows(cited)
     ds = rows["deepspeed-0.18.2-torch2.9.0-cu128-py3.12-ubuntu22.04-x86_64"]
     mc = rows["megatron-core-0.12.0-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64"]
-    assert ds.upstream == (ci,) and mc.upstream == (notes,)
+    assert ds.upstream == (Citation.of(ci),) and mc.upstream == (Citation.of(notes),)
     assert sum(bool(r.upstream) for r in cited.rows) == 2
     data = {r["combination"]: r for r in json.loads(render_json(cited, project))["rows"]}
     assert data[ds.combination]["evidence"]["upstream"] == [ci.to_dict()]

@@ -58,7 +58,7 @@ def test_schema_is_a_valid_draft_2020_12_schema_the_fast_validator_compiles():
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     jsonschema.Draft202012Validator.check_schema(schema)
-    validator("curated-upstream")  # only keywords envgen/schemas/check.py supports
+    validator("curated-upstream")  # only keywords both libraries read alike (check.supported)
 
 
 def test_committed_file_is_valid_for_both_validators():
@@ -251,3 +251,13 @@ def test_committed_rows_match_the_combinations_they_cite():
     # Megatron-Core 0.18.0: NGC 25.12 (NVIDIA's torch 2.10 build, CUDA 13.1)
     assert upstream_for(items, "megatron-core", "0.18.0", "2.10.0a0+b4e4ee81d3", "13.1", "3.12")
     assert not upstream_for(items, "megatron-core", "0.16.0", "2.10.0", "13.1", "3.12")
+
+
+def test_the_file_is_read_by_the_facts_loader(tmp_path):
+    from envgen.facts import upstream as facts_upstream
+    from envgen.results import upstream as results_upstream
+
+    assert results_upstream.Upstream is facts_upstream.Upstream
+    assert results_upstream.load_upstream is facts_upstream.load_upstream
+    assert facts_upstream.read_upstream(FILE) == load_upstream(MATRIX)
+    assert facts_upstream.read_upstream(tmp_path / "none.toml") == ()
