@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import errno
 import os
 import shutil
 import signal
@@ -252,6 +253,33 @@ def clear_debris(parent: Path, name: str) -> list[Path]:
     return removed
 
 
+def _commit_dir(staging: Path, target: Path, parent: Path) -> bool:
+    """Put ``staging`` in ``target``'s place: an atomic exchange when ``target`` exists (the
+    old one is removed), else a rename. Another writer of the same target may create it
+    between the check and the rename (two `envgen make` of one combination): then theirs is
+    replaced like any existing one."""
+    for attempt in range(3):
+        if target.exists() and exchange(staging, target):
+            fsync_dir(parent)
+            shutil.rmtree(staging)  # now the old directory
+            return True
+        try:
+            if target.exists():
+                old = parent / f".{target.name}.tmp-old-{os.getpid()}"
+                os.rename(target, old)
+                os.rename(staging, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.rename(staging, target)
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOENT) and attempt < 2:
+                continue  # the other writer moved the target meanwhile: look again
+            raise
+        fsync_dir(parent)
+        return True
+    return False
+
+
 def write_dir(target: Path, files: dict[str, str], *,
               owned: Callable[[Path], bool] | None = None, source: str | None = None,
               on_debris: Callable[[Path], None] | None = None) -> None:
@@ -304,21 +332,7 @@ def write_dir(target: Path, files: dict[str, str], *,
             raise _wrap(exc, "writing", target, source) from None
         with deferred_signals():
             try:
-                if target.exists() and exchange(staging, target):
-                    committed = True
-                    fsync_dir(parent)
-                    shutil.rmtree(staging)  # now the old directory
-                else:
-                    if target.exists():
-                        old = parent / f".{target.name}.tmp-old-{os.getpid()}"
-                        os.rename(target, old)
-                        os.rename(staging, target)
-                        committed = True
-                        shutil.rmtree(old, ignore_errors=True)
-                    else:
-                        os.rename(staging, target)
-                        committed = True
-                    fsync_dir(parent)
+                committed = _commit_dir(staging, target, parent)
             except OSError as exc:
                 raise _wrap(exc, "writing", target, source) from None
     except BaseException as exc:
