@@ -1,3 +1,5 @@
-from envgen.cli.main import entrypoint
+"""``python -m envgen``: the same as the ``envgen`` command."""
+
+from envgen.cli import entrypoint
 
 entrypoint()

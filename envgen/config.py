@@ -45,9 +45,7 @@ else:  # pragma: no cover
 
 
 def _registry(value: Any, what: str, source: str | None) -> str:
-    from envgen.image.naming import check_registry
-
-    return check_registry(validate.text(value, what, source), source=source or what)
+    return validate.registry(validate.text(value, what, source), source=source or what)
 
 
 def _program(value: Any, what: str, source: str | None) -> str:

@@ -10,12 +10,10 @@ value, what is wrong, the fix and ``source`` (``--flag``, ``ENV_VAR`` or ``file:
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import re
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from envgen.errors import UsageError
 
@@ -69,6 +67,8 @@ def url(value: Any, what: str, source: str | None = None,
     if any(c.isspace() for c in raw):
         raise UsageError(f"{what} {describe(raw)} contains whitespace; a URL cannot",
                          hint="percent-encode spaces (%20) or fix the URL", source=source)
+    from urllib.parse import urlsplit
+
     parts = urlsplit(raw)
     if parts.scheme not in schemes or (parts.scheme in ("http", "https") and not parts.netloc):
         raise UsageError(f"{what} {describe(raw)} is not a {'/'.join(schemes)} URL",
@@ -140,6 +140,8 @@ def name(value: Any, what: str, source: str | None = None) -> str:
 
 def date(value: Any, what: str, source: str | None = None) -> str:
     """An RFC 3339 date (2026-11-01) or timestamp (2026-11-01T00:00:00Z)."""
+    import datetime as dt
+
     raw = text(value, what, source).strip()
     try:
         if len(raw) == 10:
@@ -172,3 +174,16 @@ def no_newlines(rendered: str, what: str) -> str:
         raise UsageError(f"{what} {describe(rendered)} would span lines in a generated file",
                          hint="remove the line break")
     return rendered
+
+
+_REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9._/-]+)?$")
+
+
+def registry(registry: str, source: str = "--registry") -> str:
+    """A registry ``host[:port][/path]`` (no scheme), without a trailing slash."""
+    reg = registry.strip().rstrip("/")
+    if "://" in reg or not _REGISTRY.match(reg):
+        raise UsageError(f"{source} {registry!r} is not a registry host[/path]",
+                         hint="e.g. --registry ghcr.io/acme or --registry 127.0.0.1:5000 "
+                         "(no scheme)", source=source)
+    return reg

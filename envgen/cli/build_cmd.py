@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 
 from envgen import validate
+from envgen.cli.commands import help_for
 from envgen.cli.context import Context
-from envgen.cli.make_cmd import check_ca_cert
+from envgen.cli.options import check_ca_cert
 from envgen.cli.render import dump_json
 from envgen.errors import UsageError
 
@@ -34,7 +35,7 @@ daemon or the registry cannot be reached or refused: push, login), 130/143 inter
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("build", parents=[common], help="build a lock's image with its ops",
+    p = sub.add_parser("build", parents=[common], help=help_for("build"),
                        description="Build the image of a lock directory written by "
                        "`envgen make --image`, tagged by content; skip it when already built.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -81,13 +82,9 @@ def parse_build_args(values: list[str]) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from envgen.image.build import BuildOptions, build_image
+    from envgen.api import BuildOptions, BuildRequest, build
 
     lock_dir = validate.path(args.lock_dir, "DIR", "DIR")
-    if not lock_dir.is_dir():
-        raise UsageError(f"{lock_dir} is not a directory",
-                         hint="pass the directory `envgen make --image` wrote (locks/<id>)",
-                         source="DIR")
     ca = ctx.setting(args, "ca-cert") or ()
     for cert in ca:
         check_ca_cert(cert, ctx.source("ca-cert"))
@@ -98,8 +95,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         network=validate.name(args.network, "--network", "--network") if args.network else None,
         build_args=parse_build_args(args.build_arg), target=args.target, force=args.force,
         no_cache=args.no_cache, docker_cli=ctx.setting(args, "docker-cli") or "docker")
-    result = build_image(lock_dir, options, progress=ctx.progress,
-                         log=ctx.debug if ctx.verbose else None)
+    result = build(BuildRequest(lock_dir=lock_dir, options=options), progress=ctx.progress,
+                   log=ctx.debug if ctx.verbose else None)
     if ctx.json:
         dump_json(result.to_dict(), ctx.out)
         return 0

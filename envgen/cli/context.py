@@ -3,12 +3,14 @@ checked config, and where each setting came from."""
 
 from __future__ import annotations
 
+import functools
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from envgen import config as _config
+if TYPE_CHECKING:
+    from envgen.facts.matrix import Matrix
 
 
 @dataclass
@@ -37,6 +39,8 @@ class Context:
         """A setting's checked value: the flag, then config key ``name`` (envgen.toml /
         [tool.envgen]), then its environment variable (see envgen.config.SETTINGS); a tuple
         for list settings. Where it came from is kept in ``sources[name]``."""
+        from envgen import config as _config
+
         spec = _config.SETTINGS[name]
         flag_value = getattr(args, spec.attr, None) if spec.attr else None
         value, source = _config.setting(name, flag_value, self.config, self.config_path)
@@ -48,14 +52,18 @@ class Context:
         """Where setting ``name`` came from (after ``setting``), for error messages."""
         return self.sources.get(name, default)
 
+    @functools.cached_property
+    def matrix(self) -> Matrix:
+        """The matrix this command reads (and the data directory it writes)."""
+        from envgen.facts.matrix import Matrix
+
+        return Matrix(matrix_dir=self.matrix_dir, data_dir=self.data_dir)
+
     @property
     def results_dir(self) -> Path:
         """Where new result records are stored: <data dir>/results."""
-        return (self.data_dir or self.matrix_dir) / "results"
+        return self.matrix.results_dir
 
     def results_dirs(self) -> list[Path]:
         """Where records are read from: the shipped matrix's and the data dir's."""
-        dirs = [self.matrix_dir / "results"]
-        if self.data_dir and self.data_dir.resolve() != self.matrix_dir.resolve():
-            dirs.append(self.data_dir / "results")
-        return dirs
+        return self.matrix.results_dirs()

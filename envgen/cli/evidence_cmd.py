@@ -3,22 +3,17 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
-import tempfile
 from pathlib import Path
 
 from envgen import validate
 from envgen.cli.build_cmd import parse_build_args
+from envgen.cli.commands import help_for
 from envgen.cli.context import Context
-from envgen.cli.make_cmd import add_source_options, check_ca_cert, options_from_args
+from envgen.cli.make_cmd import options_from_args
+from envgen.cli.options import add_source_options, check_ca_cert
 from envgen.cli.render import dump_json
-from envgen.errors import EnvironmentProblem, UsageError
-from envgen.evidence.cells import BuildTarget, Cell, build_cells, lock_cells
-from envgen.facts import load_facts
 from envgen.facts.model import Toolchain
-from envgen.harvest.sources import load_sources
-from envgen.resolve.combination import parse_combination_id
 
 EPILOG = """\
 examples:
@@ -45,7 +40,7 @@ not be reached (that says nothing about the combination).
 
 def register(sub, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("evidence", parents=[common],
-                       help="lock and build combinations, recording T1/T2 evidence",
+                       help=help_for("evidence"),
                        description="Lock (T1) and build (T2) the newest combinations and "
                        "store a record of every attempt.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -88,141 +83,50 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
-def _cells(args: argparse.Namespace, ctx: Context, facts, recipes) -> list[Cell]:
-    frameworks = tuple(args.framework or facts.framework_names)
-    unknown = [f for f in frameworks if f not in facts.framework_names]
-    if unknown:
-        raise UsageError(f"unknown framework {unknown[0]!r}",
-                         hint=f"known: {', '.join(facts.framework_names)}", source="--framework")
-    flavors = tuple(args.flavor or Toolchain.FLAVORS)
-    targets = tuple(BuildTarget.parse(b) for b in args.build)
-    for t in targets:
-        if t.os not in facts.oses:
-            raise UsageError(f"--build {t.flavor}:{t.os}: unknown OS {t.os!r}",
-                             hint=f"known: {', '.join(sorted(facts.oses))}", source="--build")
-        validate.image_ref(t.base, "--build's base image")
-    indexes = tuple(args.torch_index) if args.torch_index else None
-    cells: list[Cell] = []
-    if args.tier in ("T1", "all"):
-        cells += lock_cells(facts, frameworks, flavors, indexes)
-    if args.tier in ("T2", "all"):
-        if args.tier == "T2" and not targets:
-            raise UsageError("--tier T2 needs a --build target",
-                             hint="e.g. --build os-package:debian-13=local/debian:trixie")
-        pythons = {os_id: b.python for os_id, b in recipes.bases.items()}
-        cells += build_cells(facts, frameworks, targets, pythons, indexes)
-    if args.combination:
-        if parse_combination_id(args.combination) is None:
-            raise UsageError(f"--combination {args.combination!r} is not a combination id",
-                             hint="copy it from a record or `envgen evidence --plan`",
-                             source="--combination")
-        cells = [c for c in cells if c.id == args.combination
-                 and (not args.flavor or c.flavor in args.flavor)]
-        if not cells:
-            cells = _exact(args, facts, targets)
-        if not cells:
-            raise UsageError(f"no {args.tier} cell is {args.combination}",
-                             hint="list the cells with `envgen evidence --plan` (with the same "
-                             "--flavor / --build options)", source="--combination")
-    return cells
-
-
-def _exact(args: argparse.Namespace, facts, targets: tuple[BuildTarget, ...]) -> list[Cell]:
-    """--combination ID that is not the newest of its cell (e.g. an older torch): resolve it
-    as given, in the flavor of --flavor (T1) or of the --build target for its OS (T2)."""
-    from envgen.errors import InfeasibleError
-    from envgen.resolve import Request, resolve
-
-    fields = parse_combination_id(args.combination)
-    if args.tier == "T2":
-        target = next((t for t in targets if t.os == fields["os"]), None)
-        if target is None:
-            return []
-        flavor, base = target.flavor, target.base
-    else:
-        flavor, base = (args.flavor or ["conda"])[0], None
-    request = Request(**{k: v for k, v in fields.items()}, flavor=flavor)
-    try:
-        found = resolve(request, facts, limit=None)
-    except InfeasibleError:
-        return []
-    combo = next((c for c in found if c.id == args.combination), None)
-    if combo is None:
-        return []
-    return [Cell(combo, flavor, "T2" if args.tier == "T2" else "T1", base=base,
-                 why=f"{args.combination} as asked (--combination)")]
-
-
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from envgen.evidence.run import RunOptions, run_cell
-    from envgen.image import load_recipes
-    from envgen.results.store import add
+    from envgen.api._evidence import EvidenceRequest, evidence
+    from envgen.evidence.run import RunOptions
 
-    facts = load_facts(ctx.matrix_dir, ctx.data_dir)
-    recipes = load_recipes(ctx.matrix_dir)
-    cells = _cells(args, ctx, facts, recipes)
-    if args.plan:
-        if ctx.json:
-            dump_json({"cells": [{"tier": c.tier, "combination": c.id, "flavor": c.flavor,
-                                  "base": c.base, "why": c.why} for c in cells]}, ctx.out)
-        else:
-            for c in cells:
-                base = f"  FROM {c.base}" if c.base else ""
-                print(f"{c.tier}  {c.flavor:<10} {c.id}{base}\n      {c.why}", file=ctx.out)
-            print(f"{len(cells)} cells", file=ctx.out)
-        return 0
     certs = tuple(Path(c) for c in (ctx.setting(args, "ca-cert") or ()))
-    for cert in certs:
-        check_ca_cert(cert)
-    build_args = parse_build_args(args.build_arg)
+    if not args.plan:
+        for cert in certs:
+            check_ca_cert(cert)
     results_dir = (validate.path(args.results_dir, "--results-dir", "--results-dir")
-                   if args.results_dir else ctx.results_dir)
+                   if args.results_dir else None)
     options = RunOptions(
         lock=options_from_args(args, ctx),
         gpu_archs=tuple(args.gpu_arch or ("sm_90",)),
         ca_certs=certs,
-        build_args=build_args, engine=args.engine, docker_cli=args.docker_cli,
-        network=args.network,
+        build_args=parse_build_args(args.build_arg), engine=args.engine,
+        docker_cli=args.docker_cli, network=args.network,
         log_dir=Path(args.log_dir) if args.log_dir else None,
         command="envgen evidence" + "".join(f" --build {shlex.quote(b)}" for b in args.build))
-    has_sources = (Path(ctx.matrix_dir) / "sources.toml").exists()
-    sources = ({i.name: i.url for i in load_sources(ctx.matrix_dir).indexes}
-               if has_sources else {})
-    outcomes, skipped = [], []
-    for i, cell in enumerate(cells, 1):
-        ctx.progress(f"[{i}/{len(cells)}] {cell.tier} {cell.id} ({cell.flavor}): {cell.why}")
-        try:
-            record = run_cell(cell, facts, sources, options, recipes=recipes,
-                              progress=ctx.progress)
-        except EnvironmentProblem as exc:  # says nothing about the combination: no record
-            ctx.progress(f"      skipped, not recorded: {exc}")
-            skipped.append((cell, str(exc).splitlines()[0]))
-            continue
-        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as fh:
-            json.dump(record, fh)
-        try:
-            stored = add(results_dir, [Path(fh.name)])[0]
-        finally:
-            Path(fh.name).unlink(missing_ok=True)
-        outcomes.append((cell, record, stored.path))
-        ctx.progress(f"      {record['status']}"
-                     + (f": {record['error']}" if record["error"] else "")
-                     + f"  → {stored.path}")
-    failed = [o for o in outcomes if o[1]["status"] != "pass"]
+    req = EvidenceRequest(
+        tier=args.tier, frameworks=tuple(args.framework or ()),
+        flavors=tuple(args.flavor or ()), builds=tuple(args.build),
+        torch_indexes=tuple(args.torch_index) if args.torch_index else None,
+        combination=args.combination, plan_only=args.plan, run=options,
+        results_dir=results_dir)
+    result = evidence(req, matrix=ctx.matrix, progress=ctx.progress)
+    if args.plan:
+        if ctx.json:
+            dump_json(result.plan_dict(), ctx.out)
+        else:
+            for c in result.cells:
+                base = f"  FROM {c.base}" if c.base else ""
+                print(f"{c.tier}  {c.flavor:<10} {c.id}{base}\n      {c.why}", file=ctx.out)
+            print(f"{len(result.cells)} cells", file=ctx.out)
+        return 0
     if ctx.json:
-        dump_json({"cells": [{"tier": c.tier, "combination": c.id, "flavor": c.flavor,
-                              "status": r["status"], "error": r["error"],
-                              "record": str(p)} for c, r, p in outcomes]
-                   + [{"tier": c.tier, "combination": c.id, "flavor": c.flavor,
-                       "status": "skipped", "error": why, "record": None}
-                      for c, why in skipped],
-                   "passed": len(outcomes) - len(failed), "failed": len(failed),
-                   "skipped": len(skipped)}, ctx.out)
+        dump_json(result.to_dict(), ctx.out)
     else:
-        for c, r, p in outcomes:
-            print(f"{r['status']:<7} {c.tier} {c.flavor:<10} {c.id}  {p}", file=ctx.out)
-        for c, why in skipped:
-            print(f"skipped {c.tier} {c.flavor:<10} {c.id}  ({why})", file=ctx.out)
-        print(f"{len(outcomes) - len(failed)} passed, {len(failed)} failed, {len(skipped)} "
+        for o in result.outcomes:
+            if o.status == "skipped":
+                print(f"skipped {o.cell.tier} {o.cell.flavor:<10} {o.cell.id}  ({o.error})",
+                      file=ctx.out)
+            else:
+                print(f"{o.status:<7} {o.cell.tier} {o.cell.flavor:<10} {o.cell.id}  {o.record}",
+                      file=ctx.out)
+        print(f"{result.passed} passed, {result.failed} failed, {result.skipped} "
               "skipped; regenerate the table with `envgen table --write`", file=ctx.out)
-    return 1 if failed else 4 if skipped else 0
+    return 1 if result.failed else 4 if result.skipped else 0

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import time
 
 from envgen import validate
+from envgen.cli.commands import help_for
 from envgen.cli.context import Context
-from envgen.cli.make_cmd import cache_dir, one_ca_cert
+from envgen.cli.options import cache_dir, one_ca_cert
 from envgen.cli.render import dump_json
-from envgen.lock.install import install
 
 EPILOG = """\
 examples:
@@ -32,7 +31,7 @@ installer failed), 2 usage error, 4 environment (network, filesystem), 130/143 i
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("install", parents=[common], help="install a lock into a prefix",
+    p = sub.add_parser("install", parents=[common], help=help_for("install"),
                        description="Install the environment a lock directory describes.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("lock_dir", metavar="DIR", help="a directory `envgen make` wrote")
@@ -48,19 +47,17 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    started = time.monotonic()
-    ca_cert = one_ca_cert(ctx, args)
-    lock_dir = validate.path(args.lock_dir, "DIR", "DIR")
-    prefix = validate.path(args.prefix, "--prefix", "--prefix")
-    result = install(lock_dir, prefix, cache_dir=cache_dir(ctx, args), ca_cert=ca_cert,
-                     clear_incomplete=args.clear_incomplete, progress=ctx.progress)
-    elapsed = time.monotonic() - started
+    from envgen.api import InstallRequest, install
+
+    req = InstallRequest(lock_dir=validate.path(args.lock_dir, "DIR", "DIR"),
+                         prefix=validate.path(args.prefix, "--prefix", "--prefix"),
+                         cache_dir=cache_dir(ctx, args), ca_cert=one_ca_cert(ctx, args),
+                         clear_incomplete=args.clear_incomplete)
+    result = install(req, progress=ctx.progress)
     if ctx.json:
-        dump_json({"prefix": str(result.prefix), "python": str(result.python),
-                   "conda_packages": result.conda_packages, "pip_packages": result.pip_packages,
-                   "seconds": round(elapsed, 3)}, ctx.out)
+        dump_json(result.to_dict(), ctx.out)
     else:
         print(f"Installed {result.conda_packages} conda + {result.pip_packages} pip packages "
-              f"into {result.prefix} in {elapsed:.1f} s\n  python: {result.python}",
+              f"into {result.prefix} in {result.seconds:.1f} s\n  python: {result.python}",
               file=ctx.out)
     return 0

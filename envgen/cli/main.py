@@ -11,31 +11,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
+import importlib
 import os
 import re
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Iterator, Sequence
 
 from envgen import __version__
-from envgen.cli import (
-    build_cmd,
-    evidence_cmd,
-    install_cmd,
-    make_cmd,
-    matrix_github,
-    matrix_show,
-    matrix_update,
-    resolve_cmd,
-    results_cmd,
-    table_cmd,
-    verify_cmd,
-)
+from envgen.cli.commands import COMMANDS, MATRIX_COMMANDS
 from envgen.cli.context import Context
-from envgen.config import find_config
 from envgen.errors import (
     EnvgenError,
     Interrupted,
@@ -105,31 +91,63 @@ def common_options() -> argparse.ArgumentParser:
     return p
 
 
-def build_parser() -> argparse.ArgumentParser:
+_VALUED = ("--matrix-dir", "--data")  # global options that take a value
+
+
+def _selected(argv: Sequence[str] | None) -> tuple[str | None, str | None]:
+    """(command, matrix subcommand) named in ``argv``; (None, None) for all (``argv`` None)."""
+    if argv is None:
+        return None, None
+    words, skip = [], False
+    for word in argv:
+        if word == "--":
+            break
+        if skip:
+            skip = False
+        elif word in _VALUED:
+            skip = True
+        elif not word.startswith("-"):
+            words.append(word)
+    command = words[0] if words and words[0] in COMMANDS else ""
+    sub = words[1] if command == "matrix" and len(words) > 1 else ""
+    return command, sub if sub in MATRIX_COMMANDS else ""
+
+
+def _add(sub, name: str, module: str | None, help_text: str, selected: str | None,
+         common: argparse.ArgumentParser) -> None:
+    """The command's full parser when it is the one run (or all are wanted), else a stub that
+    only lists it: the modules of the other commands are never imported."""
+    if selected is None or selected == name:
+        importlib.import_module(module).register(sub, common)
+    else:
+        sub.add_parser(name, help=help_text, add_help=False)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``argv`` only the command it names is set up in full."""
+    command, subcommand = _selected(argv)
     common = common_options()
     parser = _Parser(prog="envgen", description=DESCRIPTION, epilog=EPILOG, parents=[common],
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"envgen {__version__}")
+    parser.add_argument("-V", "--version", action="version", version=f"envgen {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    resolve_cmd.register(sub, common)
-    make_cmd.register(sub, common)
-    install_cmd.register(sub, common)
-    build_cmd.register(sub, common)
-    results_cmd.register(sub, common)
-    evidence_cmd.register(sub, common)
-    table_cmd.register(sub, common)
-    verify_cmd.register(sub, common)
-    matrix = sub.add_parser(
-        "matrix", help="show or refresh the compatibility matrix", parents=[common],
-        description="The compatibility matrix: facts harvested from package indexes plus "
-        "curated rules, each with its source.",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    msub = matrix.add_subparsers(dest="matrix_command", metavar="SUBCOMMAND",
-                                 parser_class=_Parser)
-    matrix_show.register(msub, common)
-    matrix_update.register(msub, common)
-    matrix_github.register(msub, common)
-    matrix.set_defaults(func=lambda args, ctx: _missing(matrix, "matrix SUBCOMMAND"))
+    for name, (module, help_text) in COMMANDS.items():
+        if module is not None:
+            _add(sub, name, module, help_text, command, common)
+            continue
+        if command not in (None, name):
+            sub.add_parser(name, help=help_text, add_help=False)
+            continue
+        matrix = sub.add_parser(
+            "matrix", help=help_text, parents=[common],
+            description="The compatibility matrix: facts harvested from package indexes plus "
+            "curated rules, each with its source.",
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+        msub = matrix.add_subparsers(dest="matrix_command", metavar="SUBCOMMAND",
+                                     parser_class=_Parser)
+        for mname, (mmodule, mhelp) in MATRIX_COMMANDS.items():
+            _add(msub, mname, mmodule, mhelp, subcommand or None, common)
+        matrix.set_defaults(func=lambda args, ctx, m=matrix: _missing(m, "matrix SUBCOMMAND"))
     return parser
 
 
@@ -139,17 +157,19 @@ def _missing(parser: argparse.ArgumentParser, what: str) -> int:
 
 
 def make_context(args: argparse.Namespace) -> Context:
-    from envgen.facts.locate import check_data_dir, default_data_dir, find_matrix_dir
+    from envgen.config import find_config
+    from envgen.facts.matrix import Matrix
 
     config_path, config = find_config()
     ctx = Context(matrix_dir=None, json=getattr(args, "json", False),  # type: ignore[arg-type]
                   quiet=getattr(args, "quiet", False), verbose=getattr(args, "verbose", False),
                   config=config, config_path=config_path)
     explicit = ctx.setting(args, "matrix-dir")
-    ctx.matrix_dir = find_matrix_dir(explicit, ctx.source("matrix-dir"))
     data = ctx.setting(args, "data-dir")
-    ctx.data_dir = check_data_dir(data, ctx.source("data-dir")) if data else default_data_dir(
-        ctx.matrix_dir)
+    matrix = Matrix.locate(explicit, data, matrix_source=ctx.source("matrix-dir"),
+                           data_source=ctx.source("data-dir"))
+    ctx.matrix_dir, ctx.data_dir = matrix.matrix_dir, matrix.data_dir
+    ctx.__dict__["matrix"] = matrix  # the cached Context.matrix
     return ctx
 
 
@@ -186,6 +206,8 @@ def _report(err: EnvgenError, as_json: bool) -> int:
     if err.hint:
         print(f"  hint: {err.hint}", file=sys.stderr)
     if as_json:
+        import json
+
         print(json.dumps({"error": err.to_dict()}, indent=2, ensure_ascii=False))
     return err.exit_code
 
@@ -198,9 +220,17 @@ def _interrupted(exc: KeyboardInterrupt, as_json: bool) -> int:
     message = f"interrupted by {name}; {done}"
     print(f"envgen: {message}", file=sys.stderr)
     if as_json:
+        import json
+
         print(json.dumps({"error": {"kind": "interrupted", "message": message, "fix": None,
                                     "source": name}}, indent=2))
     return 128 + signum
+
+
+def _traceback() -> None:
+    import traceback
+
+    traceback.print_exc()
 
 
 def _tolerant_streams() -> None:
@@ -218,7 +248,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json, debug = _wants(argv, "--json"), _wants(argv, "--debug")
     with _sigterm_raises():
         try:
-            parser = build_parser()
+            parser = build_parser(argv)
             args = parser.parse_args(argv)
             if not getattr(args, "func", None):
                 parser.print_help(sys.stderr)
@@ -227,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args, ctx) or 0)
         except EnvgenError as exc:
             if debug:
-                traceback.print_exc()
+                _traceback()
             return _report(exc, as_json)
         except KeyboardInterrupt as exc:
             return _interrupted(exc, as_json)
@@ -235,11 +265,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise  # the reader of stdout left: entrypoint() handles it
         except OSError as exc:  # a filesystem error no layer expected
             if debug:
-                traceback.print_exc()
+                _traceback()
             return _report(filesystem_error(exc, "accessing", exc.filename), as_json)
         except Exception as exc:  # a bug: say so, keep the traceback for --debug
             if debug:
-                traceback.print_exc()
+                _traceback()
             err = EnvgenError(f"internal error: {type(exc).__name__}: {exc}",
                               hint="this is a bug in envgen; rerun with --debug for the "
                               "traceback and report it")

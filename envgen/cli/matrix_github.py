@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
-from envgen import validate
 from envgen.cli.context import Context
 
 EPILOG = """\
@@ -38,18 +35,15 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from envgen.ci.cells import github_matrix, load_cells
-    from envgen.cli.results_cmd import results_dirs
-    from envgen.results.store import load_many
+    from envgen import validate
+    from envgen.ci.github import matrix_github
 
-    matrix_dir = Path(ctx.matrix_dir)
-    cells = load_cells(validate.path(args.cells, "--cells", "--cells") if args.cells
-                       else matrix_dir / "cells.toml")
-    verified = {s.record.lock_hash for s in load_many(results_dirs(args, ctx))
-                if s.record.kind == "verify"}  # attempt records (lock, build) use no GPU
-    matrix, counts = github_matrix(cells, validate.path(args.locks, "--locks", "--locks"),
-                                   verified, force=args.force)
-    ctx.progress(f"{counts['cells']} cells: {counts['due']} due ({counts['unlocked']} not "
-                 f"locked yet), {counts['verified']} already verified")
-    print(json.dumps(matrix, separators=(",", ":")), file=ctx.out)
+    matrix = matrix_github(
+        ctx.matrix,
+        cells=validate.path(args.cells, "--cells", "--cells") if args.cells else None,
+        results_dirs=([validate.path(args.results_dir, "--results-dir", "--results-dir")]
+                      if args.results_dir else None),
+        locks=validate.path(args.locks, "--locks", "--locks"), force=args.force)
+    ctx.progress(matrix.summary)
+    print(matrix.to_json(), file=ctx.out)
     return 0

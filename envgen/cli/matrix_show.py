@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 
+from envgen.cli.commands import help_for
 from envgen.cli.context import Context
 from envgen.cli.render import dump_json, table
 from envgen.errors import UsageError
-from envgen.facts import load_facts
 from envgen.facts.model import Facts, to_jsonable
 from envgen.facts.provenance import fact_counts, framework_marks, toolkit_marks, torch_marks
 from envgen.resolve.request import cuda_matches, matcher, suggest
@@ -28,7 +28,7 @@ examples:
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("show", parents=[common], help="show the facts (filterable)",
+    p = sub.add_parser("show", parents=[common], help=help_for("show", "matrix"),
                        description="Show the compatibility facts with their sources.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kind", choices=KINDS, default=None,
@@ -84,7 +84,7 @@ def _jsonable(key: str, items) -> object:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    facts = load_facts(ctx.matrix_dir, ctx.data_dir)
+    facts = ctx.matrix.facts
     data = _filtered(facts, args)
     kind = args.kind or ("all" if ctx.json else "summary")
     if ctx.json:
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         return 0
     text = _render(kind, data, facts)
     if kind == "summary":
-        from envgen.cli.make_cmd import shown
+        from envgen.cli.options import shown
         from envgen.facts.locate import harvested_dir
 
         where = shown(harvested_dir(ctx.matrix_dir, ctx.data_dir).resolve())

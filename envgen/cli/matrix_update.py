@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from envgen import validate
+from envgen.cli.commands import help_for
 from envgen.cli.context import Context
 from envgen.errors import UsageError
 
@@ -120,7 +121,7 @@ def register(
     parser = matrix_subparsers.add_parser(
         "update",
         parents=[common] if common is not None else [],
-        help="refresh matrix/harvested/ from package indexes (shows a diff)",
+        help=help_for("update", "matrix"),
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -131,7 +132,7 @@ def register(
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from envgen.cli.make_cmd import cache_dir, one_ca_cert
+    from envgen.cli.options import cache_dir, one_ca_cert
     from envgen.facts.locate import check_data_dir
     from envgen.harvest.diff import render_text
     from envgen.harvest.update import UpdateOptions, update_matrix

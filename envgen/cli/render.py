@@ -19,3 +19,26 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 def dump_json(data: Any, out: TextIO) -> None:
     json.dump(data, out, indent=2, sort_keys=False, ensure_ascii=False)
     out.write("\n")
+
+
+def stream_json(head: dict[str, Any], key: str, rows: Iterable[Any],
+                tail: dict[str, Any], out: TextIO, *, encoded: bool = False) -> None:
+    """One JSON object written as it is produced: ``head``'s keys, then ``key`` as a list
+    written row by row (one compact row per line, the C encoder; never all in memory), then
+    ``tail``'s keys (a callable value is called only after the rows are written). With
+    ``encoded`` the rows are JSON text already."""
+    encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+    out.write("{\n")
+    for name, value in head.items():
+        out.write(f"{encode(name)}: {encode(value)},\n")
+    out.write(f"{encode(key)}: [")
+    first = True
+    for row in rows:
+        out.write("\n" if first else ",\n")
+        out.write(row if encoded else encode(row))
+        first = False
+    out.write("\n]" if not first else "]")
+    for name, value in tail.items():
+        value = value() if callable(value) else value
+        out.write(f",\n{encode(name)}: {encode(value)}")
+    out.write("\n}\n")

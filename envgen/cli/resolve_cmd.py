@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from envgen import validate
+from envgen.cli.commands import help_for
 from envgen.cli.context import Context
-from envgen.cli.render import dump_json, table
+from envgen.cli.render import stream_json, table
 from envgen.errors import InfeasibleError, UsageError
-from envgen.facts import load_facts
-from envgen.resolve import Combination, Request, resolve, torch_verdicts
-from envgen.resolve.explain import Explanation
-from envgen.resolve.request import validate as validate_request
+from envgen.resolve.combination import Combination
+from envgen.resolve.request import Request
+
+if TYPE_CHECKING:
+    from envgen.resolve.explain import Explanation
 
 EPILOG = """\
 examples:
@@ -63,7 +68,7 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("resolve", parents=[common], help="rank the combinations for a request",
+    p = sub.add_parser("resolve", parents=[common], help=help_for("resolve"),
                        description="Resolve a request to ranked, complete combinations.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_request_options(p)
@@ -89,33 +94,37 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> Request:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    facts = load_facts(ctx.matrix_dir, ctx.data_dir)
+    from envgen.api import resolve
+
     request = request_from_args(args, ctx)
     if args.limit < 0:
         raise UsageError(f"--limit {args.limit} is negative", hint="use --limit N (0 = all)",
                          source="--limit")
     limit = None if args.limit == 0 else args.limit
-    found = resolve_or_explain(request, facts, ctx, limit)
+    with explained(ctx):
+        found = resolve(request, limit=limit, matrix=ctx.matrix)
     if ctx.json:
-        checked = validate_request(request, facts)
-        dump_json({"request": checked.given(), "combinations": [c.to_dict() for c in found],
-                   "torch_builds": torch_verdicts(checked, facts)}, ctx.out)
+        stream_json({"request": found.request.given(), "why": [d.to_dict() for d in found.why]},
+                    "combinations", (c.to_json((",", ":")) for c in found.combinations),
+                    {"torch_builds": found.torch_builds}, ctx.out, encoded=True)
         return 0
-    print(format_choice(found[0], request), file=ctx.out)
+    combos = list(found.combinations)
+    print(format_choice(found.best, request, found.why), file=ctx.out)
     print(file=ctx.out)
-    print(format_table(found), file=ctx.out)
+    print(format_table(combos), file=ctx.out)
     return 0
 
 
-def resolve_or_explain(request: Request, facts, ctx: Context,
-                       limit: int | None) -> list[Combination]:
-    """resolve(); when nothing fits, attach the explanation (text, or JSON on stdout)."""
+@contextlib.contextmanager
+def explained(ctx: Context) -> Iterator[None]:
+    """When nothing fits, attach the explanation (text on stderr; with --json the error
+    object carries it); a usage error names where its value really came from ([defaults])."""
     try:
-        return resolve(request, facts, limit=limit)
+        yield
     except InfeasibleError as exc:
-        exc.report = format_explanation(exc.explanation)  # on stderr; --json: the error object
+        exc.report = format_explanation(exc.explanation)
         raise
-    except UsageError as exc:  # "--os": say if the value really came from [defaults]
+    except UsageError as exc:
         if exc.source and exc.source.startswith("--"):
             exc.source = ctx.sources.get(exc.source[2:].replace("-", "_"), exc.source)
         raise
@@ -130,31 +139,14 @@ def format_table(found: list[Combination]) -> str:
     )
 
 
-def format_choice(c: Combination, request: Request) -> str:
+def format_choice(c: Combination, request: Request, why) -> str:
+    """The best combination, a line per axis saying what decided it (from the resolver's
+    decisions: the option that pinned it, or the ranking rule that picked it), then the
+    driver floor, unavailable ops and notes."""
     asked = request.flags() or "(no constraints)"
-    nvcc = (f"nvcc {c.nvcc_version} ({c.nvcc_package})" if c.nvcc_version else f"nvcc {c.nvcc}")
-    gcc = {"os": f"the OS default, within nvcc {c.nvcc}'s limit",
-           "os-package": f"packaged by {c.os}; its default is newer than nvcc {c.nvcc} accepts",
-           "conda-forge": f"from conda-forge; {c.os}'s gcc is newer than nvcc {c.nvcc} accepts",
-           "os-toolkit": f"the g++ {c.os}'s CUDA toolkit package is set up with"}
-    lines = [
-        f"Best match for {asked}:",
-        f"  {c.framework} {c.framework_version}  newest release whose requirements fit",
-        f"  {c.torch_pin:<22} from {c.torch_index}; newest torch with a CUDA {c.cuda} build",
-        f"  CUDA {c.cuda:<17} op builds use {nvcc}"
-        + {"system": " (system)", "os-package": f" ({c.os}'s package)"}.get(c.nvcc_from, "")
-        + (" — matches torch exactly" if c.nvcc == c.cuda else f" — accepted for {c.cuda}"),
-        f"  Python {c.python:<15} policy: mainstream versions first",
-        f"  {c.os:<22} glibc {c.glibc} ≥ {c.torch_glibc or '?'} (torch wheel); gcc {c.gcc}: "
-        f"{gcc[c.gcc_source]}",
-    ]
-    if c.nccl:
-        lines.append(f"  NCCL {c.nccl:<17} pinned by the torch wheel")
-    if c.min_driver:
-        full = f"; {c.release_driver} for full support (PTX JIT)" if c.release_driver else ""
-        if c.nvcc_driver and c.nvcc_driver != c.release_driver:
-            full += f"; {c.nvcc_driver} to JIT the ops' PTX (nvcc {c.nvcc_version})"
-        lines.append(f"  driver ≥ {c.min_driver:<13} for the CUDA {c.cuda} runtime{full}")
+    lines = [f"Best match for {asked}:"]
+    for d in why:
+        lines.append(f"  {d.axis:<10} {d.value:<22} {d.reason}")
     lines += [f"  op unavailable: {o}" for o in c.ops_unavailable]
     lines += [f"  note: {n}" for n in c.notes]
     lines.append(f"  id: {c.id}")

@@ -8,11 +8,12 @@ import os
 from pathlib import Path
 
 from envgen import validate
+from envgen.cli.commands import help_for
 from envgen.cli.context import Context
 from envgen.cli.render import dump_json, table
 from envgen.errors import UsageError
 from envgen.facts.locate import check_data_dir
-from envgen.resolve.combination import parse_combination_id
+from envgen.ids import parse_combination_id
 from envgen.results.status import CombinationStatus, status_of, statuses
 from envgen.results.store import add, load_many
 from envgen.results.tiers import tier_label
@@ -64,7 +65,7 @@ Exit codes: 0 ok, 1 a stored record is invalid, 2 usage (e.g. a malformed combin
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
-    p = sub.add_parser("results", parents=[common], help="store result records; tiers, status",
+    p = sub.add_parser("results", parents=[common], help=help_for("results"),
                        description="Result records (verify runs, lock and build attempts) under "
                        "matrix/results/, and the evidence tier (T0..T4) and status (known-good / "
                        "known-bad / untested) they give each combination.",
@@ -171,13 +172,13 @@ def _evidence(s: CombinationStatus) -> str | None:
 def _tier(s: CombinationStatus) -> str:
     """``T1 locked``, ``T1 locked · T2 failed``."""
     text = tier_label(s.tier)
-    return text + (f" · {s.failed.record.tier} failed" if s.failed else "")
+    return text + (f" · {s.failed.summary.tier} failed" if s.failed else "")
 
 
 def _record(stored) -> dict | None:
     if stored is None:
         return None
-    r = stored.record
+    r = stored.summary
     return {"path": _shown(stored.path), "record_id": r.id, "kind": r.kind, "tier": r.tier,
             "flavor": r.flavor, "finished": r.finished, "status": r.status,
             "machine": r.machine_summary, "envgen": r.envgen_version, "error": r.error}

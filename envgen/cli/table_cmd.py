@@ -3,16 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+from pathlib import Path
 
-from envgen import validate
 from envgen.cli.context import Context
-from envgen.cli.make_cmd import shown
-from envgen.cli.render import dump_json
-from envgen.cli.results_cmd import results_dirs
-from envgen.facts import load_facts
-from envgen.results.store import load_many
-from envgen.results.table import build_table, render_json, render_markdown, write_outputs
-from envgen.results.tiers import TIERS
 
 EPILOG = """\
 examples:
@@ -60,29 +54,37 @@ def register(sub, common: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
-    from envgen.results.upstream import load_upstream
+    from envgen import validate
+    from envgen.api import TableRequest, table
+    from envgen.results.tiers import TIERS
 
-    facts = load_facts(ctx.matrix_dir, ctx.data_dir)
-    table = build_table(facts, load_many(results_dirs(args, ctx)), load_upstream(ctx.matrix_dir))
-    page, data, readme = (validate.path(v, f"--{n}", f"--{n}") for n, v in
+    page, data, readme = (_shown(validate.path(v, f"--{n}", f"--{n}")) for n, v in
                           (("page", args.page), ("data", args.data_file),
                            ("readme", args.readme)))
-    page, data, readme = (shown(p) for p in (page, data, readme))
+    dirs = ([validate.path(args.results_dir, "--results-dir", "--results-dir")]
+            if args.results_dir else None)
+    req = TableRequest(write=args.write, page=page, data_file=data, readme=readme,
+                       results_dirs=tuple(dirs) if dirs else None)
+    result = table(req, matrix=ctx.matrix)
     if not args.write:
-        if ctx.json:
-            ctx.out.write(render_json(table, readme.parent))
-        else:
-            ctx.out.write(render_markdown(table, page))
+        ctx.out.write(result.json() if ctx.json else result.markdown())
         return 0
-    written = write_outputs(table, page=page, data=data, readme=readme)
+    s = result.table.summary
     if ctx.json:
-        dump_json({"written": [str(w.path) for w in written if w.changed],
-                   "unchanged": [str(w.path) for w in written if not w.changed],
-                   "summary": table.summary}, ctx.out)
+        from envgen.cli.render import dump_json
+
+        dump_json({"written": [str(w.path) for w in result.written if w.changed],
+                   "unchanged": [str(w.path) for w in result.written if not w.changed],
+                   "summary": s}, ctx.out)
         return 0
-    for w in written:
+    for w in result.written:
         print(f"{'wrote' if w.changed else 'unchanged':<9} {w.path}", file=ctx.out)
-    s = table.summary
     tiers = ", ".join(f"{s[t]} {t}" for t in TIERS)
-    ctx.progress(f"{len(table.rows)} rows: {tiers}; {s['known-bad']} known-bad")
+    ctx.progress(f"{len(result.table.rows)} rows: {tiers}; {s['known-bad']} known-bad")
     return 0
+
+
+def _shown(path: Path) -> Path:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    rel = os.path.relpath(path)
+    return Path(rel) if not rel.startswith("..") else path

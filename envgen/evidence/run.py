@@ -3,7 +3,7 @@
 T1: lock the combination for its target (the same ``lock()`` `envgen make` runs). T2: lock it
 with its Dockerfile, build the image (the framework's ops compiled for the target archs in the
 builder, as `envgen build` does), then load every compiled op inside the runtime image
-(images/check-ops.py --import). Either way the attempt is recorded, passed or failed: a
+(envgen/inside/check-ops.py --import). Either way the attempt is recorded, passed or failed: a
 failure is known-bad evidence with the first error line and the digest of the full log, and
 the caller goes on with the next cell. Environment failures (no Docker daemon) are raised,
 not recorded: they say nothing about the combination.
@@ -27,8 +27,9 @@ from envgen.errors import DaemonError, EnvgenError, EnvironmentProblem
 from envgen.evidence.cells import Cell
 from envgen.evidence.machine import machine
 from envgen.facts.model import Facts
+from envgen.image import lock_with_image
 from envgen.image.render import ImageOptions
-from envgen.lock import LockOptions, lock, write_lock
+from envgen.lock import LockOptions, Manifest, write_lock
 
 SCHEMA = "attempt/1"
 # a line that reads as the cause of a failed build or lock (first match wins)
@@ -102,8 +103,8 @@ def run_cell(cell: Cell, facts: Facts, sources: dict[str, str], options: RunOpti
                  if cell.tier == "T2" else None)
         lock_options = replace(options.lock, flavor=cell.flavor, image=image)
         log.say(f"[{cell.tier}] locking {cell.id} ({cell.flavor})")
-        result = lock(facts, cell.combination, lock_options, sources, progress=log,
-                      recipes=recipes)
+        result = lock_with_image(facts, cell.combination, lock_options, sources, recipes,
+                                 progress=log)
         lock_seconds = time.monotonic() - t0
         record["lock"] = {"hash": result.lock_hash,
                           "inputs_hash": result.plan.inputs_hash(),
@@ -154,7 +155,7 @@ def _build(cell: Cell, result, options: RunOptions, client, log: _Log) -> dict:
 
     with tempfile.TemporaryDirectory(prefix="envgen-evidence-") as tmp:
         lock_dir = write_lock(Path(tmp), result)
-        manifest = json.loads((lock_dir / "envgen.lock.json").read_text(encoding="utf-8"))
+        manifest = result.manifest
         build = build_image(lock_dir, BuildOptions(
             ca_certs=options.ca_certs, build_args=dict(options.build_args),
             engine=options.engine, docker_cli=options.docker_cli, network=options.network,
@@ -163,19 +164,19 @@ def _build(cell: Cell, result, options: RunOptions, client, log: _Log) -> dict:
         log.say(f"  built {build.references[0]} in {build.seconds:.0f} s, "
                 f"{(build.size or 0) / 2**30:.2f} GiB")
         ops = _load_ops(lock_dir, manifest, build.references[0], cell, options, log)
-    image = manifest["image"]
+    image = manifest.image
     return {"image": {"reference": build.references[0], "digest": build.image_id},
             "size_bytes": build.size or 0, "seconds": round(build.seconds, 1),
-            "arch_list": image["cuda_arch_list"], "nvcc": cell.combination.nvcc,
+            "arch_list": image.cuda_arch_list, "nvcc": cell.combination.nvcc,
             "ops": ops}
 
 
-def _load_ops(lock_dir: Path, manifest: dict, ref: str, cell: Cell, options: RunOptions,
+def _load_ops(lock_dir: Path, manifest: Manifest, ref: str, cell: Cell, options: RunOptions,
               log: _Log) -> list[dict]:
     """Import each compiled op inside the runtime image (no GPU: DS_ACCELERATOR=cuda so
     DeepSpeed looks for its CUDA ops, not the CPU accelerator's)."""
     check_ops = lock_dir / "image" / "check-ops.py"
-    ops = manifest["image"]["ops"]
+    ops = list(manifest.image.ops)
     check = "deepspeed" if cell.combination.framework == "deepspeed" else "modules"
     cmd = [options.docker_cli, "run", "--rm", "--network", "none",
            "-e", "DS_ACCELERATOR=cuda", "-v", f"{check_ops}:/tmp/check-ops.py:ro",

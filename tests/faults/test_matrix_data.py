@@ -615,7 +615,7 @@ def test_sources_toml(cli, matrix, tmp_path, path, value, fragment):
 
 
 def test_sources_toml_optional_keys(matrix):
-    from envgen.harvest.sources import load_sources, refresh_policy
+    from envgen.facts.sources import load_sources, refresh_policy
 
     edit(matrix, "sources.toml", ("index", 1, "projects"), DELETE)
     edit(matrix, "sources.toml", ("cuda_toolkits", 2, "host_config_project"), DELETE)
@@ -633,7 +633,7 @@ def test_sources_toml_optional_keys(matrix):
      "not a glibc version"),
 ], ids=["no-aliases", "float-glibc"])
 def test_manylinux_aliases_for_the_harvester(cli, matrix, tmp_path, value, fragment):
-    from envgen.harvest.sources import load_manylinux_aliases
+    from envgen.facts.sources import load_manylinux_aliases
 
     edit(matrix, "curated/policy.toml", ("manylinux_aliases",), value)
     if fragment == "missing":

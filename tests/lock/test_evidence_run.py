@@ -31,7 +31,7 @@ from envgen.evidence.cells import Cell
 from envgen.evidence.run import RunOptions, first_error, run_cell
 from envgen.facts import load_facts
 from envgen.image.build import BuildFailed
-from envgen.lock.manifest import read_manifest
+from envgen.lock.manifest import ImageSection, read_manifest
 from envgen.lock.pip_compile import uv_platforms
 from envgen.resolve import Request, resolve
 from envgen.results import attempt
@@ -175,12 +175,12 @@ def test_t1_os_package_cell_locks_for_debian_13(evidence_matrix, wheel_index, tm
     assert sorted(p.name for p in lock_dir.iterdir()) == ["envgen.lock.json",
                                                           "requirements.lock.txt"]
     manifest = read_manifest(lock_dir)
-    assert manifest["flavor"] == "os-package" and manifest["conda"] is None
-    assert manifest["target"]["python_platform"] == "x86_64-manylinux_2_41"
-    assert manifest["toolchain"]["nvcc"] == "12.4 (the OS's package)"
-    assert manifest["toolchain"]["os_toolkit"]["version"] == "12.4.131~12.4.1-2"
-    assert manifest["toolchain"]["env"] == {"CUDA_HOME": "/usr"}
-    assert "nvidia-cuda-toolkit" in manifest["toolchain"]["os_packages"]
+    assert manifest.flavor == "os-package" and manifest.conda is None
+    assert manifest.target.python_platform == "x86_64-manylinux_2_41"
+    assert manifest.toolchain.nvcc == "12.4 (the OS's package)"
+    assert manifest.toolchain.os_toolkit["version"] == "12.4.131~12.4.1-2"
+    assert manifest.toolchain.env == {"CUDA_HOME": "/usr"}
+    assert "nvidia-cuda-toolkit" in manifest.toolchain.os_packages
     locked = (lock_dir / "requirements.lock.txt").read_text()
     assert "torch==2.9.0" in locked and "deepspeed==0.18.2" in locked
     assert "nvidia-cuda-nvcc" not in locked
@@ -284,8 +284,9 @@ def _cell(facts, tier: str) -> Cell:
 
 
 def _locked(monkeypatch, error: Exception | None = None):
-    """`lock` replaced: a result with a hash and six packages, or ``error`` raised."""
-    def fake_lock(facts, combo, options, sources, progress=None, recipes=None):
+    """`lock_with_image` replaced: a result with a hash and six packages, or ``error``
+    raised."""
+    def fake_lock(facts, combo, options, sources, recipes, progress=None):
         if error is not None:
             raise error
         progress("resolving pip packages (stand-in)")
@@ -293,7 +294,7 @@ def _locked(monkeypatch, error: Exception | None = None):
         return SimpleNamespace(lock_hash="sha256:" + "2" * 64, plan=plan, conda=(),
                                pip=tuple(range(6)))
 
-    monkeypatch.setattr(evidence_run, "lock", fake_lock)
+    monkeypatch.setattr(evidence_run, "lock_with_image", fake_lock)
 
 
 class FakeClient:
@@ -394,8 +395,10 @@ def test_run_cell_t2_without_the_docker_cli_is_an_environment_problem(monkeypatc
     _locked(monkeypatch)
 
     def build_then_load(cell, result, options, client, log):  # the image built; load its ops
-        evidence_run._load_ops(tmp_path, {"image": {"ops": ["fused_adam"]}}, "envgen/x:1",
-                               cell, options, log)
+        manifest = SimpleNamespace(image=ImageSection(dockerfile="Dockerfile", base="b",
+                                                      repository="envgen/x", tag="1",
+                                                      ops=("fused_adam",)))
+        evidence_run._load_ops(tmp_path, manifest, "envgen/x:1", cell, options, log)
 
     monkeypatch.setattr(evidence_run, "_build", build_then_load)
     options = RunOptions(docker_cli=str(tmp_path / "no-such-docker"))
@@ -443,8 +446,8 @@ def _site(tmp: Path) -> Path:
 
 
 def check_ops_import(site: Path, *args: str) -> tuple[int, list[dict]]:
-    proc = subprocess.run([sys.executable, str(ROOT / "images" / "check-ops.py"), "--import",
-                           *args], capture_output=True, text=True, timeout=60,
+    proc = subprocess.run([sys.executable, str(ROOT / "envgen" / "inside" / "check-ops.py"),
+                           "--import", *args], capture_output=True, text=True, timeout=60,
                           env={"PYTHONPATH": str(site), "PATH": os.environ["PATH"]})
     assert proc.stdout.strip(), proc.stderr
     return proc.returncode, json.loads(proc.stdout.strip().splitlines()[-1])

@@ -18,10 +18,10 @@ import pytest
 
 from envgen.errors import DataError, UsageError
 from envgen.facts import load_facts
+from envgen.facts.images import parse
 from envgen.image import load_recipes
 from envgen.image.context import classic_dockerfile
 from envgen.image.naming import image_name
-from envgen.image.recipes import parse
 from envgen.image.render import ImageInput, ImageOptions, arch_list, render_image
 from envgen.lock.conda_solve import CondaPackage
 from envgen.lock.files import pip_options, regenerate_command

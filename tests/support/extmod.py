@@ -1,5 +1,5 @@
 """Real CPython extension modules, compiled on the host, and wheels that carry them: stand-ins
-for a framework's prebuilt ops that `images/check-ops.py --import` can really load.
+for a framework's prebuilt ops that `envgen/inside/check-ops.py --import` can really load.
 
 Each module is a few lines of C: ``PyInit_<name>`` returns an empty module, or raises
 ImportError (an op whose init fails), and may be linked against a stub ``libcuda.so.1`` that is

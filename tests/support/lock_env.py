@@ -72,9 +72,9 @@ def wheels(out: Path) -> list[Path]:
                     requires=["filelock", "nvidia-nccl-cu12==2.27.5; platform_system == 'Linux'"]),
         build_wheel(out, "torch", "2.12.0", tag=f"{CP}-{CP}-{MANYLINUX}",
                     requires=["filelock", "nvidia-nccl-cu13==2.28.3; platform_system == 'Linux'"]),
-        # the layout DeepSpeed's setup.py leaves when it prebuilt ops (what images/check-ops.py
-        # checks); the .so files are placeholders: the image tests exercise envgen's build, the
-        # real op compile is the nox `image` session's job
+        # the layout DeepSpeed's setup.py leaves when it prebuilt ops (what
+        # envgen/inside/check-ops.py checks); the .so files are placeholders: the image tests
+        # exercise envgen's build, the real op compile is the nox `image` session's job
         build_wheel(out, "deepspeed", "0.18.2", requires=["torch", "ninja", "packaging"],
                     files={"deepspeed/__init__.py": "__version__ = '0.18.2'\n",
                            "deepspeed/git_version_info.py": f"installed_ops = {INSTALLED}\n",

@@ -19,7 +19,11 @@ def test_resolve_table_explains_choice(run):
     code, out, err = run("resolve", "--framework", "deepspeed", "--cuda", "12.1", "--limit", "2")
     assert code == 0, err
     assert "Best match for --framework deepspeed --cuda 12.1:" in out
-    assert "nvcc 12.1.105 (nvidia-cuda-nvcc-cu12) — matches torch exactly" in out
+    # each line says what decided it: the flag, or the ranking rule among the alternatives
+    assert "  cuda       12.1                   --cuda 12.1; " in out
+    assert "  nvcc       12.1.105               nvcc 12.1 (nvidia-cuda-nvcc-cu12): the same " \
+           "minor as torch's CUDA" in out
+    assert "  python     3.12                   policy.toml python_preference" in out
     assert "id: deepspeed-0.18.2-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64" in out
     rows = [line for line in out.splitlines() if line[:1].isdigit()]
     assert len(rows) == 2
@@ -29,12 +33,23 @@ def test_resolve_json_has_contract_keys(run):
     code, out, _ = run("resolve", "--framework", "megatron-core", "--json")
     assert code == 0
     doc = json.loads(out)
-    assert set(doc) == {"request", "combinations", "torch_builds"}
+    assert set(doc) == {"request", "why", "combinations", "torch_builds"}
+    assert [d["axis"] for d in doc["why"]][:3] == ["framework", "torch", "cuda"]
     data = doc["combinations"]
     assert isinstance(data, list) and len(data) == 10
     need = {"id", "os", "python", "cuda", "torch", "nccl", "framework", "framework_version"}
     assert need <= set(data[0])
     assert data[0]["framework"] == "megatron-core"
+
+
+def test_resolve_says_a_pinned_axis_was_asked_for(run):
+    """The explanation names the flag that decided an axis, never a ranking it did not use."""
+    code, out, err = run("resolve", "--torch", "2.5", "--python", "3.10", "--limit", "1")
+    assert code == 0, err
+    python = next(line for line in out.splitlines() if line.startswith("  python "))
+    assert python.split()[-2:] == ["--python", "3.10"] and "policy" not in python
+    torch = next(line for line in out.splitlines() if line.startswith("  torch "))
+    assert "--torch 2.5" in torch
 
 
 def test_json_flag_before_subcommand_also_works(run):

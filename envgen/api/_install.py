@@ -1,0 +1,47 @@
+"""``install()``: a lock directory → an environment in a prefix (conda packages linked by
+py-rattler or a venv of the locked Python, then the pip lock with hashes, no resolution). The
+lock's hashes are checked first; a failed or interrupted install removes what it created.
+
+Input: InstallRequest. Output: InstallResult (prefix, its python, package counts, seconds).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from envgen.api.progress import Progress, quiet
+from envgen.lock.install import install as install_lock
+
+
+@dataclass(frozen=True)
+class InstallRequest:
+    lock_dir: Path
+    prefix: Path
+    cache_dir: Path
+    ca_cert: Path | None = None
+    clear_incomplete: bool = False  # remove the debris of a killed install into prefix first
+
+
+@dataclass(frozen=True)
+class InstallResult:
+    prefix: Path
+    python: Path
+    conda_packages: int
+    pip_packages: int
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return {"prefix": str(self.prefix), "python": str(self.python),
+                "conda_packages": self.conda_packages, "pip_packages": self.pip_packages,
+                "seconds": round(self.seconds, 3)}
+
+
+def install(req: InstallRequest, *, progress: Progress = quiet) -> InstallResult:
+    started = time.monotonic()
+    done = install_lock(req.lock_dir, req.prefix, cache_dir=req.cache_dir, ca_cert=req.ca_cert,
+                        clear_incomplete=req.clear_incomplete, progress=progress)
+    return InstallResult(prefix=done.prefix, python=done.python,
+                         conda_packages=done.conda_packages, pip_packages=done.pip_packages,
+                         seconds=time.monotonic() - started)

@@ -1,0 +1,151 @@
+"""``make()``: a request (or an exact combination id) → the best combination, locked for its
+target and written to ``<out>/<combination id>/`` (with ``image``: the Dockerfile and image/
+files too). Nothing is written unless everything succeeded.
+
+Input: MakeRequest (the request axes, which of them the user set explicitly, LockOptions,
+ImageOptions or None, the output folder). Output: MakeResult (the combination, the rendered
+lock with its typed manifest, the directory, seconds).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from envgen.api.progress import Progress, quiet
+from envgen.errors import UsageError
+from envgen.facts.matrix import Matrix
+from envgen.ids import parse_combination_id
+from envgen.image.render import ImageOptions
+from envgen.lock import LockOptions, LockResult, write_lock
+from envgen.lock.manifest import MANIFEST
+from envgen.resolve import Combination, Request, resolve
+
+AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl", "gpu_arch",
+        "gpu", "driver", "nvcc", "flavor", "platform")
+
+
+@dataclass(frozen=True)
+class MakeRequest:
+    request: Request = field(default_factory=Request)
+    combination: str | None = None  # lock exactly this id (from `envgen resolve`)
+    explicit: frozenset[str] = frozenset()  # axes set on the command line, not by defaults
+    out: Path = Path("locks")
+    out_source: str = "--out"
+    lock: LockOptions = field(default_factory=LockOptions)
+    image: ImageOptions | None = None  # also the Dockerfile and image/ (then: build())
+
+
+@dataclass(frozen=True)
+class MakeResult:
+    combination: Combination
+    lock: LockResult
+    directory: Path
+    seconds: float
+    max_gcc: int | None  # the newest gcc the combination's nvcc accepts (None: unknown)
+
+    def to_dict(self) -> dict:
+        r, c = self.lock, self.combination
+        image = r.manifest.image
+        return {
+            "id": c.id, "directory": str(self.directory), "flavor": r.plan.flavor,
+            "lock_hash": r.lock_hash, "inputs_hash": r.plan.inputs_hash(),
+            "files": sorted(r.files), "conda_packages": len(r.conda),
+            "pip_packages": len(r.pip), "nvcc": r.nvcc, "gcc": r.plan.gcc,
+            "combination": c.to_dict(), "seconds": round(self.seconds, 3),
+            "image": image.to_dict() if image else None,
+        }
+
+
+def _conflicts(request: Request, fields: dict[str, str]) -> list[str]:
+    """Request axes the combination id contradicts ("--cuda 12.1 (the id has 13.2)")."""
+    from envgen.resolve.request import PLATFORM_ALIASES, cuda_matches, matcher
+
+    out = []
+    for axis, value in fields.items():
+        asked = getattr(request, axis)
+        if asked is None or (axis == "platform" and asked == "linux-x86_64"):
+            continue
+        if axis in ("torch", "framework_version"):
+            ok = matcher(f"--{axis.replace('_', '-')}", asked)(value)
+        elif axis == "cuda":
+            ok = cuda_matches(asked.lower().removeprefix("cu"), value)
+        elif axis == "platform":
+            ok = PLATFORM_ALIASES.get(asked, asked) == value
+        else:
+            ok = asked.strip().lower().replace("_", "-") == value
+        if not ok:
+            out.append(f"--{axis.replace('_', '-')} {asked} (the id has {value})")
+    return out
+
+
+def choose(req: MakeRequest, facts) -> Combination:
+    """The combination to lock: the best for the request, or exactly ``req.combination``."""
+    request = req.request
+    if req.combination:
+        fields = parse_combination_id(req.combination)
+        if fields is None:
+            raise UsageError(f"--combination {req.combination!r} is not a combination id",
+                             hint="copy an id from `envgen resolve` (framework-version-torchX-"
+                             "cuXY-pyX.Y-osNN-arch)", source="--combination")
+        # only explicit options can contradict the id; config [defaults] are just defaults
+        from_flags = replace(request, **{
+            a: ("linux-x86_64" if a == "platform" else None) for a in AXES
+            if a not in req.explicit})
+        clash = _conflicts(from_flags, fields)
+        if clash:
+            raise UsageError(f"--combination {req.combination} contradicts {', '.join(clash)}",
+                             hint="drop the contradicting option(s): --combination already "
+                             "pins framework, versions, CUDA, Python, OS and platform",
+                             source="--combination")
+        request = replace(request, **fields)
+    if request.flavor is None:
+        request = replace(request, flavor=req.lock.flavor)
+    combo = resolve(request, facts, limit=1)[0]
+    if req.combination and combo.id != req.combination:
+        raise UsageError(f"the matrix has no combination {req.combination}",
+                         hint=f"the closest is {combo.id}; list them with `envgen resolve`",
+                         source="--combination")
+    return combo
+
+
+def make(req: MakeRequest, *, matrix: Matrix | None = None, progress: Progress = quiet,
+         on_debris: Progress = quiet) -> MakeResult:
+    """Resolve, lock (and render the image files), write. ``on_debris`` hears of leftovers of
+    an interrupted envgen run that were removed from the output folder."""
+    from envgen.image import lock_with_image
+    from envgen.resolve.request import Request as _Request
+    from envgen.resolve.request import validate as check_request
+
+    started = time.monotonic()
+    if req.image is not None and req.request.nvcc:
+        raise UsageError("--nvcc (a toolkit already on the machine) cannot be combined with "
+                         "--image: envgen's image installs the toolkit matched to torch",
+                         hint="drop --nvcc to build an image, or drop --image to lock for the "
+                         "machine whose nvcc you named", source="--nvcc")
+    matrix = matrix or Matrix.locate()
+    facts = matrix.facts
+    combo = choose(req, facts)
+    progress(f"resolved {combo.id}")
+    options, recipes = replace(req.lock, flavor=req.lock.flavor), None
+    if req.image is not None:
+        image = req.image
+        if not image.gpu_archs and req.request.gpu:  # --gpu H100: build for sm_90
+            arch = check_request(_Request(gpu=req.request.gpu), facts).gpu_arch
+            image = replace(image, gpu_archs=(arch,) if arch else ())
+        recipes = matrix.images
+        options = replace(options, image=image)
+    result = lock_with_image(facts, combo, options, matrix.index_urls(), recipes,
+                             progress=progress)
+    target = write_lock(req.out, result, source=req.out_source,
+                        on_debris=lambda p: on_debris(f"removed {p}, left by an interrupted "
+                                                      "envgen run"))
+    toolkit = facts.toolkits.get(combo.nvcc)
+    return MakeResult(combination=combo, lock=result, directory=target,
+                      seconds=time.monotonic() - started,
+                      max_gcc=toolkit.max_gcc if toolkit else None)
+
+
+def is_lock_dir(path: Path) -> bool:
+    return (Path(path) / MANIFEST).is_file()

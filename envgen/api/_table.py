@@ -1,0 +1,61 @@
+"""``table()``: the compatibility table from the result records and the facts: one row per
+combination with records, plus the resolver's best combination per framework × torch × CUDA of
+each framework's latest release; each row with its evidence tier, status, the records that
+prove it and upstream citations. With ``write``: the Markdown page, the JSON and the README
+block, written together or not at all.
+
+Input: TableRequest (where the outputs go, where records are read from). Output: TableResult
+(the typed Table; the rendered page and JSON; which files were written or unchanged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from envgen.api.progress import Progress, quiet
+from envgen.facts.matrix import Matrix
+from envgen.results.table import (
+    Table,
+    Written,
+    load_table,
+    render_json,
+    render_markdown,
+    write_outputs,
+)
+
+
+@dataclass(frozen=True)
+class TableRequest:
+    write: bool = False  # write the three files (else only render)
+    page: Path = Path("docs/compatibility.md")
+    data_file: Path = Path("docs/compatibility.json")
+    readme: Path = Path("README.md")  # JSON evidence paths are relative to its folder
+    results_dirs: tuple[Path, ...] | None = None  # default: the matrix's and the data dir's
+
+
+@dataclass(frozen=True)
+class TableResult:
+    table: Table
+    request: TableRequest
+    written: tuple[Written, ...] = ()
+
+    def markdown(self) -> str:
+        """The docs page (links relative to ``page``)."""
+        return render_markdown(self.table, self.request.page)
+
+    def json(self) -> str:
+        """The JSON for tools (record paths relative to the README's folder)."""
+        return render_json(self.table, self.request.readme.parent)
+
+
+def table(req: TableRequest, *, matrix: Matrix | None = None,
+          progress: Progress = quiet) -> TableResult:
+    matrix = matrix or Matrix.locate()
+    built = load_table(matrix, req.results_dirs)
+    written: tuple[Written, ...] = ()
+    if req.write:
+        written = write_outputs(built, page=req.page, data=req.data_file, readme=req.readme)
+        for w in written:
+            progress(f"{'wrote' if w.changed else 'unchanged'} {w.path}")
+    return TableResult(table=built, request=req, written=written)
