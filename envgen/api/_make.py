@@ -19,7 +19,6 @@ from envgen.facts.matrix import Matrix
 from envgen.ids import parse_combination_id
 from envgen.image.render import ImageOptions
 from envgen.lock import LockOptions, LockResult, write_lock
-from envgen.lock.manifest import MANIFEST
 from envgen.resolve import Combination, Request, resolve
 
 AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl", "gpu_arch",
@@ -115,7 +114,6 @@ def make(req: MakeRequest, *, matrix: Matrix | None = None, progress: Progress =
     """Resolve, lock (and render the image files), write. ``on_debris`` hears of leftovers of
     an interrupted envgen run that were removed from the output folder."""
     from envgen.image import lock_with_image
-    from envgen.resolve.request import Request as _Request
     from envgen.resolve.request import validate as check_request
 
     started = time.monotonic()
@@ -128,11 +126,11 @@ def make(req: MakeRequest, *, matrix: Matrix | None = None, progress: Progress =
     facts = matrix.facts
     combo = choose(req, facts)
     progress(f"resolved {combo.id}")
-    options, recipes = replace(req.lock, flavor=req.lock.flavor), None
+    options, recipes = req.lock, None
     if req.image is not None:
         image = req.image
         if not image.gpu_archs and req.request.gpu:  # --gpu H100: build for sm_90
-            arch = check_request(_Request(gpu=req.request.gpu), facts).gpu_arch
+            arch = check_request(Request(gpu=req.request.gpu), facts).gpu_arch
             image = replace(image, gpu_archs=(arch,) if arch else ())
         recipes = matrix.images
         options = replace(options, image=image)
@@ -145,7 +143,3 @@ def make(req: MakeRequest, *, matrix: Matrix | None = None, progress: Progress =
     return MakeResult(combination=combo, lock=result, directory=target,
                       seconds=time.monotonic() - started,
                       max_gcc=toolkit.max_gcc if toolkit else None)
-
-
-def is_lock_dir(path: Path) -> bool:
-    return (Path(path) / MANIFEST).is_file()
