@@ -10,7 +10,7 @@ from __future__ import annotations
 import fnmatch
 import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from envgen import __version__, inside, validate
@@ -221,6 +221,70 @@ def _nvcc_guard(inp: ImageInput) -> str:
             f"{t.get('version', '')} was locked); re-run envgen make\" >&2; exit 1; }}")
 
 
+@dataclass(frozen=True)
+class BuilderToolkit:
+    """How the builder stage gets the CUDA compiler of a lock flavor: environment lines, setup
+    commands, what to prune from the runtime, the builder's OS packages, CC/CXX, extra files."""
+
+    env: str
+    setup: list[str]
+    prune_names: list[str]
+    prune: str
+    builder_packages: tuple[str, ...]
+    cc: str
+    cxx: str
+    files: dict[str, str] = field(default_factory=dict)
+
+
+def _venv_toolkit(inp: ImageInput, recipes: Recipes, family, values: dict) -> BuilderToolkit:
+    """NVIDIA's pip toolkit inside the venv ([[venv_toolkit]] of images.toml for its CUDA)."""
+    c = inp.combination
+    toolkit = recipes.venv_toolkit(c.cuda)
+    if toolkit is None:
+        raise DataError(f"curated/images.toml has no [[venv_toolkit]] for CUDA {c.cuda}",
+                        hint="add one with its cuda_home and fix-ups")
+    values["cuda_home"] = (f"/opt/env/lib/python{values['python']}/site-packages/"
+                           f"{toolkit.cuda_home}")
+    values["cc"] = family.cc.format(**values)
+    prune_names = _matching([p.name for p in inp.pip], toolkit.build_only)
+    return BuilderToolkit(
+        env=_env_lines(toolkit.env, values), setup=[s.format(**values) for s in toolkit.setup],
+        prune_names=prune_names,
+        prune=f"python -m pip uninstall --yes {' '.join(prune_names)}" if prune_names else "",
+        builder_packages=(*family.python, *family.builder),
+        cc=family.cc.format(**values), cxx=family.cxx.format(**values))
+
+
+def _os_package_toolkit(inp: ImageInput, recipes: Recipes, family,
+                        values: dict) -> BuilderToolkit:
+    """The OS's own toolkit package, installed with the builder's packages and checked."""
+    values["cc"] = family.cc.format(**values)
+    return BuilderToolkit(
+        env="", setup=[_nvcc_guard(inp)], prune_names=[], prune="",
+        builder_packages=tuple(dict.fromkeys((*family.python, *family.builder,
+                                              *inp.os_packages))),
+        cc=family.cc.format(**values), cxx=family.cxx.format(**values))
+
+
+def _conda_toolkit(inp: ImageInput, recipes: Recipes, family, values: dict) -> BuilderToolkit:
+    """conda's nvcc and gcc inside the env; the build-only conda packages pruned after."""
+    values["target"] = recipes.conda.targets.get(inp.combination.platform, "")
+    prune_names = _matching([p.name for p in inp.conda], recipes.conda.build_only)
+    return BuilderToolkit(
+        env=_env_lines(recipes.conda.env, values), setup=[], prune_names=prune_names,
+        prune=(f"python /tmp/envgen/prune-conda.py /opt/env {' '.join(prune_names)}"
+               if prune_names else ""),
+        builder_packages=family.conda_builder, cc="gcc", cxx="g++",
+        files={CONDA_EXPLICIT: _conda_explicit(inp),
+               "image/prune-conda.py": inside.path("prune-conda.py").read_text(
+                   encoding="utf-8")})
+
+
+# the builder stage's toolkit per lock flavor (envgen.lock.flavors names them)
+_BUILDER_TOOLKITS = {"venv": _venv_toolkit, "os-package": _os_package_toolkit,
+                     "conda": _conda_toolkit}
+
+
 SINGLE_LINE = ("ID", "REGENERATE", "REPOSITORY", "TAG", "BASE", "BASE_IMAGE", "FRAMEWORK",
                "FRAMEWORK_VERSION", "PYTHON", "NVCC", "ARCH_LIST", "OPS", "OPS_ARGS",
                "MICROMAMBA", "CUDA_HOME", "CC", "CXX")
@@ -282,38 +346,10 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
     files["image/portable-flags"] = (
         f"# host-specific flag → portable flag for {arch} (curated/images.toml [portable])\n"
         + "".join(f"{k} {v}\n" for k, v in sorted(portable.items())))
-    if inp.flavor == "venv":
-        toolkit = recipes.venv_toolkit(c.cuda)
-        if toolkit is None:
-            raise DataError(f"curated/images.toml has no [[venv_toolkit]] for CUDA {c.cuda}",
-                            hint="add one with its cuda_home and fix-ups")
-        cuda_home = f"/opt/env/lib/python{python}/site-packages/{toolkit.cuda_home}"
-        values["cuda_home"] = cuda_home
-        values["cc"] = family.cc.format(**values)
-        toolkit_env = _env_lines(toolkit.env, values)
-        setup = [s.format(**values) for s in toolkit.setup]
-        prune_names = _matching([p.name for p in inp.pip], toolkit.build_only)
-        prune = f"python -m pip uninstall --yes {' '.join(prune_names)}" if prune_names else ""
-        builder_pkgs = (*family.python, *family.builder)
-        cc, cxx = family.cc.format(**values), family.cxx.format(**values)
-    elif inp.flavor == "os-package":
-        values["cc"] = family.cc.format(**values)
-        toolkit_env, prune_names, prune = "", [], ""
-        setup = [_nvcc_guard(inp)]
-        builder_pkgs = tuple(dict.fromkeys((*family.python, *family.builder, *inp.os_packages)))
-        cc, cxx = family.cc.format(**values), family.cxx.format(**values)
-    else:
-        target = recipes.conda.targets.get(c.platform, "")
-        values["target"] = target
-        toolkit_env = _env_lines(recipes.conda.env, values)
-        setup = []
-        prune_names = _matching([p.name for p in inp.conda], recipes.conda.build_only)
-        prune = (f"python /tmp/envgen/prune-conda.py /opt/env {' '.join(prune_names)}"
-                 if prune_names else "")
-        files[CONDA_EXPLICIT] = _conda_explicit(inp)
-        files["image/prune-conda.py"] = inside.path("prune-conda.py").read_text(encoding="utf-8")
-        builder_pkgs = family.conda_builder
-        cc, cxx = "gcc", "g++"
+    bt = _BUILDER_TOOLKITS[flavor.name](inp, recipes, family, values)
+    files.update(bt.files)
+    toolkit_env, setup, prune_names, prune = bt.env, bt.setup, bt.prune_names, bt.prune
+    builder_pkgs, cc, cxx = bt.builder_packages, bt.cc, bt.cxx
     ops_files = ["image/framework.lock.txt", "image/check-ops.py"]
     env = dict(ops.env)
     if ops.gpu_query_shim:  # see envgen/inside/sitecustomize.py

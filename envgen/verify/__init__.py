@@ -1,6 +1,8 @@
-"""Verify an installed env or a built image, envgen's side: ``launch`` starts the checks in
-the target (an interpreter here, or ``docker run`` of the image) and collects what they wrote;
-``record`` turns that into a result record.
+"""The verify stage, envgen's side: checks of an installed env or a built image.
+
+Input: the target (an interpreter here, or an image ``docker run`` starts), the framework and
+the lock it was installed from. Output: ops.py's and smoke.py's results and a result record
+(``record``). ``launch`` starts the checks in the target and collects what they wrote.
 
 The checks themselves are envgen/inside's ``ops.py`` (each op compiled, loaded and checked
 against a reference) and ``smoke.py`` (torchrun: collectives and engine steps): standalone
