@@ -49,10 +49,14 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """Resolver and lock benchmarks (medians; README "Benchmarks"). The lock benchmark
-    resolves its pip part against PyPI, so it needs the network."""
+    """The speed benchmarks (medians and ratios to their targets; README "Benchmarks"): the
+    resolver (one request, 10x data, every combination as JSON), CLI start-up, the table and
+    the GPU CI matrix against plain scripts, schema checking, and the lock step against a bare
+    `uv pip compile` on a loopback index."""
     session.install("-e", ".[test]")  # the lock benchmark builds its channel with tests/support
-    session.run("python", "benchmarks/bench_resolve.py")
+    for script in ("bench_resolve.py", "bench_resolve_all.py", "bench_cli.py", "bench_table.py",
+                   "bench_matrix_github.py", "bench_schemas.py"):
+        session.run("python", f"benchmarks/{script}")
     session.run("python", "benchmarks/bench_lock.py", *session.posargs)
 
 
