@@ -3,7 +3,8 @@
 One ``<name>.schema.json`` per format: ``harvested-{torch,frameworks,cuda,os-toolkits}``,
 ``curated-{os,cuda,torch,frameworks,policy,toolchain,images,gpus,compilers,upstream}``,
 ``sources``, ``cells`` (matrix/), ``lock-manifest`` (a lock's envgen.lock.json),
-``result-record`` and ``attempt-record`` (matrix/results/), and the others the package ships.
+``result-record`` and ``attempt-record`` (matrix/results/), ``compatibility-table`` (the
+table's JSON) and ``doctor-snapshot`` (what envgen doctor knows of one environment).
 :mod:`envgen.schemas.check` validates a document against one (fastjsonschema decides,
 jsonschema lists the problems); :mod:`envgen.schemas.read` reads a TOML data file.
 """
