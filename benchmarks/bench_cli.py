@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from timing import installed_env
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = """
@@ -82,10 +82,7 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="print results as JSON")
     args = ap.parse_args()
     cmds = commands(args.matrix_dir)
-    # as an installed envgen runs: byte code cached (pip compiles it at install; kept out of
-    # the source tree here), even where PYTHONDONTWRITEBYTECODE is set
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "envgen-bench-pycache")
+    env = installed_env()  # as an installed envgen runs: byte code cached
     for argv in cmds.values():  # warm: byte code, the compiled facts, the page cache
         subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True)
     times: dict[str, list[float]] = {name: [] for name in cmds}

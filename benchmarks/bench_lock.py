@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
+from timing import installed_env  # noqa: E402
+
 from envgen.facts import find_matrix_dir  # noqa: E402
 from envgen.facts.matrix import Matrix  # noqa: E402
 from envgen.lock import LockOptions, pip_compile  # noqa: E402
@@ -125,9 +127,7 @@ def main() -> int:
         make = [sys.executable, "-m", "envgen", "make", "--matrix-dir", str(matrix), *request,
                 "--channel", channel, "--index-url", index, "--cache-dir", str(cache),
                 "--out", str(tmp / "locks"), "-q"]
-        # from cached bytecode, as installed code runs (kept out of the source tree)
-        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        env = installed_env(pycache=tmp / "pycache")  # as installed code runs
         subprocess.run(make, check=True, stdout=subprocess.DEVNULL, env=env)  # warm the caches
         t_make = medians({"make": lambda: subprocess.run(make, check=True, env=env,
                                                          stdout=subprocess.DEVNULL)},

@@ -21,15 +21,15 @@ import argparse
 import hashlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from timing import installed_env, median_ms  # noqa: E402
 
 from envgen.ci.github import github_matrix  # noqa: E402
 from envgen.facts.cells import read_cells  # noqa: E402
@@ -69,15 +69,6 @@ def setup(root: Path, cids: list[str]) -> tuple[Path, Path, Path]:
     return cells, locks, results
 
 
-def median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
-
-
 def compare(cells: Path, locks: Path, results: Path, repeat: int, env: dict) -> tuple:
     """(due, plain ms, envgen ms, library ms), after checking both print the same."""
     envgen = [sys.executable, "-m", "envgen", "matrix", "github", "--cells", str(cells),
@@ -104,12 +95,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=7, help="runs per median")
     p.add_argument("--cold", action="store_true", help="without envgen's record index")
     args = p.parse_args()
-    env = dict(os.environ, ENVGEN_RECORDS_CACHE="0" if args.cold else "1")
-    os.environ.update(env)
-    # both run as installed code does, from cached bytecode (written by the first run, kept
-    # out of the source tree), even where PYTHONDONTWRITEBYTECODE is set
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "envgen-bench-pycache")
+    os.environ["ENVGEN_RECORDS_CACHE"] = "0" if args.cold else "1"
+    env = installed_env()  # both sides run from cached byte code, as installed code does
     print(f"{'cells':>7} {'changed':>7} {'due':>5} {'plain ms':>9} {'envgen ms':>10} "
           f"{'ratio':>6} {'library ms':>11}")
     for n in args.sizes:

@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 if sys.version_info >= (3, 11):
@@ -36,6 +35,8 @@ else:  # pragma: no cover
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from timing import median_ms  # noqa: E402
 
 from envgen.schemas.check import load_schema  # noqa: E402
 
@@ -55,15 +56,6 @@ def documents() -> dict[str, list[tuple[str, object]]]:
         data = json.loads(p.read_text("utf-8"))
         records.append(("result-record" if data["schema"] == 1 else "attempt-record", data))
     return {"matrix files": files, "records": records}
-
-
-def median_ms(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
 
 
 def jsonschema_validators(names):

@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from timing import installed_env, median_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -77,13 +77,10 @@ def setup(results: Path, n: int) -> None:
         sys.exit(f"only {made} of {n} records could be made from the fixtures")
 
 
-def median_ms(cmd: list[str], repeat: int, env: dict) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True, env=env, cwd=ROOT)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1000
+def run_ms(cmd: list[str], repeat: int, env: dict) -> float:
+    """The median wall time of running ``cmd``, in milliseconds."""
+    return median_ms(lambda: subprocess.run(cmd, check=True, capture_output=True, env=env,
+                                            cwd=ROOT), repeat)
 
 
 def compare(results: Path, cands: Path, repeat: int, env: dict, label: str) -> None:
@@ -101,8 +98,8 @@ def compare(results: Path, cands: Path, repeat: int, env: dict, label: str) -> N
                 print(f"{name}: exit {proc.returncode}, stdout in {out}\n{proc.stderr[-600:]}")
             sys.exit("outputs differ")
         rows = len(json.loads(a.stdout)["rows"]) if json_flag else a.stdout.count("\n| ") - 6
-        t_plain = median_ms(plain, repeat, env)
-        t_envgen = median_ms(envgen, repeat, env)
+        t_plain = run_ms(plain, repeat, env)
+        t_envgen = run_ms(envgen, repeat, env)
         print(f"{label:>8} {'json' if json_flag else 'md':>5} {rows:6} {t_plain:9.1f} "
               f"{t_envgen:10.1f} {t_envgen / t_plain:6.2f}")
 
@@ -114,12 +111,8 @@ def main() -> int:
     p.add_argument("--repeat", type=int, default=7, help="runs per median")
     p.add_argument("--cold", action="store_true", help="without envgen's record index")
     args = p.parse_args()
-    env = dict(os.environ, ENVGEN_RECORDS_CACHE="0" if args.cold else "1")
-    os.environ.update(env)
-    # both run as installed code does, from cached bytecode (written by the first run, kept
-    # out of the source tree), even where PYTHONDONTWRITEBYTECODE is set
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
-    env["PYTHONPYCACHEPREFIX"] = str(Path(tempfile.gettempdir()) / "envgen-bench-pycache")
+    os.environ["ENVGEN_RECORDS_CACHE"] = "0" if args.cold else "1"
+    env = installed_env()  # both sides run from cached byte code, as installed code does
     with tempfile.TemporaryDirectory(prefix="envgen-bench-table-") as tmp:
         cands = Path(tmp) / "candidates.json"
         candidates(cands)
