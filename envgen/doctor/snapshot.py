@@ -60,10 +60,29 @@ class ExtensionCache:
     torch: str | None = None
     cuda: str | None = None
     ops: tuple[str, ...] = ()
+    python: str | None = None  # from the directory name: py311 → "3.11"
+    cxx11_abi: bool | None = None  # the -D_GLIBCXX_USE_CXX11_ABI its build.ninja passed
+    loads: bool | None = None  # whether its module loads into the current torch; None: not tried
+    error: str | None = None  # what loading it raised
 
     def to_dict(self) -> dict[str, Any]:
         return {"path": self.path, "torch": self.torch, "cuda": self.cuda,
-                "ops": list(self.ops)}
+                "ops": list(self.ops), "python": self.python, "cxx11_abi": self.cxx11_abi,
+                "loads": self.loads, "error": self.error}
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """One line of ``pip check``: ``package version`` requires ``requires``, has ``have``."""
+
+    package: str
+    requires: str
+    version: str | None = None
+    have: str | None = None  # None: not installed
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"package": self.package, "version": self.version, "requires": self.requires,
+                "have": self.have}
 
 
 @dataclass(frozen=True)
@@ -88,18 +107,22 @@ class Snapshot:
     torch_cxx11_abi: Any = UNKNOWN
     torch_nccl: Any = UNKNOWN
     torch_arch_list: Any = UNKNOWN  # tuple[str, ...] | None
-    nvcc: Any = UNKNOWN
+    nvcc: Any = UNKNOWN  # the nvcc extension builds use: CUDA_HOME's, else PATH's
+    path_nvcc: Any = UNKNOWN  # the nvcc first on PATH
     cuda_home: Any = UNKNOWN
     gcc: Any = UNKNOWN
+    gcc_available: Any = UNKNOWN  # tuple[int, ...]: gcc-N majors installed
     driver: Any = UNKNOWN
     gpus: Any = UNKNOWN  # tuple[Gpu, ...]
     nccl_system: Any = UNKNOWN
     frameworks: Any = UNKNOWN  # dict[str, str | None]
     packages: Any = UNKNOWN  # dict[str, str | None]
+    conflicts: Any = UNKNOWN  # tuple[Conflict, ...]: what `pip check` reports
     libaio: Any = UNKNOWN  # Libaio | None
     ninja: Any = UNKNOWN
     ops: Any = UNKNOWN  # tuple[str, ...]
     env: Any = UNKNOWN  # dict[str, str]
+    import_errors: Any = UNKNOWN  # dict[str, str]: module → the error its import raised
     torch_extensions: Any = UNKNOWN  # tuple[ExtensionCache, ...]
 
     def known(self, name: str) -> bool:
@@ -133,14 +156,15 @@ class Snapshot:
             if name == "gpus":
                 value = tuple(Gpu(**g) for g in value)
             elif name == "torch_extensions":
-                value = tuple(ExtensionCache(path=e["path"], torch=e.get("torch"),
-                                             cuda=e.get("cuda"), ops=tuple(e.get("ops", ())))
+                value = tuple(ExtensionCache(**{**e, "ops": tuple(e.get("ops", ()))})
                               for e in value)
+            elif name == "conflicts":
+                value = tuple(Conflict(**c) for c in value)
             elif name == "libaio" and value is not None:
                 value = Libaio(**value)
-            elif name in ("torch_arch_list", "ops") and value is not None:
+            elif name in ("torch_arch_list", "ops", "gcc_available") and value is not None:
                 value = tuple(value)
-            elif name in ("frameworks", "packages", "env"):
+            elif name in ("frameworks", "packages", "env", "import_errors"):
                 value = dict(value)
             values[name] = value
         return cls(**values)

@@ -22,7 +22,13 @@ FULL = {
     "libaio": {"library": True, "headers": False}, "ninja": "1.11.1",
     "ops": ["fused_adam", "async_io"], "env": {"CUDA_HOME": "/usr/local/cuda-12.4"},
     "torch_extensions": [{"path": "/root/.cache/torch_extensions/py311_cu121/fused_adam",
-                          "torch": "2.4.0", "cuda": "12.1", "ops": ["fused_adam"]}],
+                          "torch": "2.4.0", "cuda": "12.1", "ops": ["fused_adam"],
+                          "python": "3.11", "cxx11_abi": False, "loads": False,
+                          "error": "undefined symbol: _ZN3c104cuda9SetDeviceEi"}],
+    "path_nvcc": "12.1", "gcc_available": [11, 12],
+    "conflicts": [{"package": "deepspeed", "version": "0.16.4", "requires": "pydantic>=2.0.0",
+                   "have": "1.10.13"}],
+    "import_errors": {"colossalai": "ImportError: cannot import name 'x' from 'y'"},
 }
 
 
