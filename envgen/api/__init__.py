@@ -49,6 +49,9 @@ _EXPORTS = {
     "evidence": "envgen.api._evidence",
     "EvidenceRequest": "envgen.api._evidence",
     "EvidenceResult": "envgen.api._evidence",
+    "doctor": "envgen.api._doctor",
+    "DoctorRequest": "envgen.api._doctor",
+    "DoctorResult": "envgen.api._doctor",
     "table": "envgen.api._table",
     "TableRequest": "envgen.api._table",
     "TableResult": "envgen.api._table",
@@ -58,6 +61,8 @@ __all__ = [
     "BuildOptions",
     "BuildRequest",
     "BuildResult",
+    "DoctorRequest",
+    "DoctorResult",
     "EvidenceRequest",
     "EvidenceResult",
     "ImageOptions",
@@ -75,6 +80,7 @@ __all__ = [
     "VerifyRequest",
     "VerifyResult",
     "build",
+    "doctor",
     "evidence",
     "install",
     "make",
@@ -86,6 +92,7 @@ __all__ = [
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from envgen.api._build import BuildRequest, build
+    from envgen.api._doctor import DoctorRequest, DoctorResult, doctor
     from envgen.api._evidence import EvidenceRequest, EvidenceResult, evidence
     from envgen.api._install import InstallRequest, InstallResult, install
     from envgen.api._make import MakeRequest, MakeResult, make

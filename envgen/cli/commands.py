@@ -13,6 +13,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
                  "lock and build combinations, recording T1/T2 evidence"),
     "table": ("envgen.cli.table_cmd", "generate the compatibility table"),
     "verify": ("envgen.cli.verify_cmd", "check ops and a multi-process run"),
+    "doctor": ("envgen.cli.doctor_cmd",
+               "diagnose an environment (live, a snapshot or a pasted report) and say the fix"),
     "matrix": (None, "show or refresh the compatibility matrix"),
 }
 

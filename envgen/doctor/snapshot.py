@@ -109,6 +109,7 @@ class Snapshot:
     torch_arch_list: Any = UNKNOWN  # tuple[str, ...] | None
     nvcc: Any = UNKNOWN  # the nvcc extension builds use: CUDA_HOME's, else PATH's
     path_nvcc: Any = UNKNOWN  # the nvcc first on PATH
+    path_cuda_home: Any = UNKNOWN  # its toolkit directory
     cuda_home: Any = UNKNOWN
     gcc: Any = UNKNOWN
     gcc_available: Any = UNKNOWN  # tuple[int, ...]: gcc-N majors installed
@@ -151,7 +152,7 @@ class Snapshot:
                              "describes each")
         values: dict[str, Any] = {}
         for name, value in doc.items():
-            if name == "schema":
+            if name in ("schema", "generated"):
                 continue
             if name == "gpus":
                 value = tuple(Gpu(**g) for g in value)

@@ -1,0 +1,130 @@
+"""matrix/curated/doctor.toml as typed values: the finding kinds (severity, fix pattern, root
+cause, the real symptom and the citation of the rule), the study's fix patterns, which
+platforms each framework supports, the system pieces builds need (with install commands per
+OS family) and how to install a gcc major.
+
+The thresholds themselves (nvcc's maximum gcc, a release's nvcc check, torch's CUDA, driver
+floors, …) are the resolver's facts; this file holds only what the doctor adds to them.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envgen.errors import DataError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+FILE = "curated/doctor.toml"
+
+
+@dataclass(frozen=True)
+class Kind:
+    id: str
+    severity: str
+    pattern: str | None
+    title: str
+    source: str
+    root_cause: str | None = None
+    symptom: str | None = None
+
+
+@dataclass(frozen=True)
+class Pattern:
+    id: str
+    name: str
+    source: str
+    share: str | None = None
+
+
+@dataclass(frozen=True)
+class Requirement:
+    id: str
+    framework: str
+    ops: tuple[str, ...]
+    what: str
+    source: str
+    symptom: str | None = None
+    install: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Catalog:
+    kinds: dict[str, Kind]
+    patterns: dict[str, Pattern]
+    platforms: dict[str, tuple[tuple[str, ...], str, str | None]]  # fw → (platforms, src, note)
+    requirements: dict[str, Requirement]
+    compiler_install: dict[str, str]
+    compiler_source: str
+    raw: dict[str, Any] = field(repr=False, default_factory=dict)
+
+    def kind(self, kind: str) -> Kind:
+        try:
+            return self.kinds[kind]
+        except KeyError:
+            raise DataError(f"{FILE} has no [[kind]] {kind!r}",
+                            hint=f"add it (id, severity, pattern, title, source) to {FILE}"
+                            ) from None
+
+    def pattern_name(self, pattern: str | None) -> str | None:
+        p = self.patterns.get(pattern or "")
+        return p.name if p else None
+
+    def section(self, name: str) -> dict[str, Any]:
+        value = self.raw.get(name, {})
+        return value if isinstance(value, dict) else {}
+
+
+@functools.lru_cache(maxsize=8)
+def load_catalog(matrix_dir: Path) -> Catalog:
+    """The doctor's data in ``matrix_dir``; a DataError naming the file and the field when it is
+    missing or malformed."""
+    path = Path(matrix_dir) / FILE
+    try:
+        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise DataError(f"{path} is missing", hint="restore it from envgen's matrix/ "
+                        "(`git checkout matrix/curated/doctor.toml`)") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise DataError(f"{path} cannot be read: {exc}", hint="fix its TOML syntax") from None
+    try:
+        kinds = {k["id"]: Kind(id=k["id"], severity=k["severity"], pattern=k.get("pattern"),
+                               title=k["title"], source=k["source"],
+                               root_cause=k.get("root_cause"), symptom=k.get("symptom"))
+                 for k in doc.get("kind", [])}
+        patterns = {p["id"]: Pattern(id=p["id"], name=p["name"], source=p["source"],
+                                     share=p.get("share"))
+                    for p in doc.get("pattern", [])}
+        platforms = {p["framework"]: (tuple(p["platforms"]), p["source"],
+                                      p.get("unsupported_note"))
+                     for p in doc.get("platform", [])}
+        requirements = {r["id"]: Requirement(
+            id=r["id"], framework=r.get("framework", "torch"), ops=tuple(r.get("ops", ())),
+            what=r.get("what", r["id"]), source=r["source"], symptom=r.get("symptom"),
+            install={k: v for k, v in r.get("install", {}).items() if isinstance(v, str)})
+            for r in doc.get("requirement", [])}
+        compilers = doc.get("compiler_install", {})
+    except (KeyError, TypeError) as exc:
+        raise DataError(f"{path}: a record lacks field {exc}",
+                        hint="every [[kind]] needs id, severity, title, source; every "
+                        "[[pattern]] id, name, source; every [[platform]] framework, "
+                        "platforms, source; every [[requirement]] id, source") from None
+    for k in kinds.values():
+        if k.severity not in ("error", "warning", "info"):
+            raise DataError(f"{path}: kind {k.id} has severity {k.severity!r}",
+                            hint="use error, warning or info")
+        if k.pattern and patterns and k.pattern not in patterns:
+            raise DataError(f"{path}: kind {k.id} names pattern {k.pattern!r}, which no "
+                            "[[pattern]] defines", hint="add the pattern or fix the id")
+    return Catalog(kinds=kinds, patterns=patterns, platforms=platforms,
+                   requirements=requirements,
+                   compiler_install={k: v for k, v in compilers.items()
+                                     if isinstance(v, str) and k not in ("source", "note")},
+                   compiler_source=str(compilers.get("source", "")), raw=doc)

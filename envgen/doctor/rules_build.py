@@ -1,0 +1,227 @@
+"""Rules about building the ops: the host gcc against the nvcc's maximum and the build's
+floor (torch's headers, the C++ standard), the C++ standard the framework passes against
+torch's, libaio and ninja, and cached torch extensions built by another torch or ABI."""
+
+from __future__ import annotations
+
+import shlex
+
+from envgen.doctor.judge import Context, known, major_minor, public
+from envgen.doctor.snapshot import UNKNOWN
+
+
+def _gcc_major(ctx: Context) -> int | None:
+    gcc = ctx.s.gcc
+    return int(str(gcc).split(".")[0]) if known(gcc) and str(gcc)[:1].isdigit() else None
+
+
+def _builders(ctx: Context) -> list[str]:
+    return [f for f in ctx.frameworks
+            if any(ctx.checks.against_torch(r) for r in ctx.releases(f))]
+
+
+def _gcc_fix(ctx: Context, low: int, high: int | None) -> tuple[str, str | None]:
+    """Words and a command that give a gcc major in [low, high]."""
+    have = tuple(ctx.s.gcc_available) if known(ctx.s.gcc_available) else ()
+    fitting = [g for g in have if g >= low and (high is None or g <= high)]
+    if fitting:
+        g = max(fitting)
+        return (f"gcc-{g} is installed and fits: make it the host compiler builds use",
+                f"export CC=gcc-{g} CXX=g++-{g}")
+    family = ctx.os_family()
+    target = high if high is not None else low
+    candidates = []
+    os_ids = [o for o in ctx.facts.oses.values() if family and o.family == family]
+    for o in os_ids:
+        candidates += [g for g in o.gcc_available if g >= low and (high is None or g <= high)]
+    if candidates:
+        target = max(candidates) if high is not None else min(candidates)
+    template = ctx.catalog.compiler_install.get(family or "")
+    rng = f"{low}–{high}" if high is not None else f"≥ {low}"
+    if template:
+        install = template.format(gcc=target)
+        return (f"install gcc {target} (a major in {rng}) and make it the host compiler",
+                f"{install} && export CC=gcc-{target} CXX=g++-{target}")
+    conda = ctx.catalog.compiler_install.get("conda")
+    words = f"install a gcc major in {rng} and set CC/CXX to it"
+    return (words + (f" (conda: `{conda.format(gcc=target)}`)" if conda else ""), None)
+
+
+def host_compiler(ctx: Context) -> None:
+    builders = _builders(ctx)
+    if not builders and not ctx.user_ops:
+        return
+    gcc = _gcc_major(ctx)
+    nvcc = ctx.s.nvcc if known(ctx.s.nvcc) else None
+    toolkit = ctx.toolkit(nvcc)
+    if gcc is None:
+        if ctx.s.gcc is UNKNOWN and toolkit is not None:
+            ctx.need("gcc", f"nvcc {nvcc} accepts gcc ≤ {toolkit.max_gcc}",
+                     "`gcc --version` (or `$CXX --version` when CXX is set)")
+        return
+    if toolkit is not None and toolkit.max_gcc is not None and gcc > toolkit.max_gcc:
+        fix, command = _gcc_fix(ctx, 0, toolkit.max_gcc)
+        ctx.finding("host_compiler_too_new",
+                    f"gcc {ctx.s.gcc} is newer than nvcc {nvcc} accepts (≤ {toolkit.max_gcc}): "
+                    f"'unsupported GNU version! gcc versions later than {toolkit.max_gcc} are "
+                    "not supported!'",
+                    evidence={"gcc": ctx.s.gcc, "nvcc": nvcc, "max_gcc": toolkit.max_gcc,
+                              "gcc_available": list(ctx.s.gcc_available)
+                              if known(ctx.s.gcc_available) else None},
+                    fix=fix, command=command,
+                    source=toolkit.source.url if toolkit.source else None)
+    build = ctx.torch_build
+    if build is None or toolkit is None:
+        return
+    for framework in builders:
+        def floor(fw):
+            low, why = ctx.checks.gcc_floor(fw, build, toolkit)
+            return (low, why) if low and gcc < low else None
+
+        verdict, _ = ctx.over_releases(framework, floor)
+        if verdict:
+            low, why = verdict
+            fix, command = _gcc_fix(ctx, low, toolkit.max_gcc)
+            ctx.finding("host_compiler_too_old",
+                        f"gcc {ctx.s.gcc} is older than the gcc {low} the op build needs "
+                        f"({why})",
+                        evidence={"gcc": ctx.s.gcc, "needs": low, "torch": ctx.s.torch,
+                                  framework: ctx.frameworks[framework]},
+                        fix=fix, command=command)
+            break
+
+
+def cxx_standard_mismatch(ctx: Context) -> None:
+    build = ctx.torch_build
+    nvcc = ctx.s.nvcc if known(ctx.s.nvcc) else (ctx.s.torch_cuda if known(ctx.s.torch_cuda)
+                                                  else None)
+    toolkit = ctx.toolkit(nvcc)
+    if build is None or toolkit is None:
+        return
+    for framework in _builders(ctx):
+        why, hits = ctx.over_releases(framework,
+                                      lambda fw: ctx.checks.cxx_std(fw, build, toolkit))
+        if why:
+            ctx.finding("cxx_standard_mismatch", why,
+                        evidence={"torch": ctx.s.torch, framework: ctx.frameworks[framework],
+                                  "releases": hits},
+                        fix=f"use a {framework} release that compiles with torch "
+                            f"{public(ctx.s.torch)}'s C++ standard (or an older torch)",
+                        command=None)
+
+
+def _requirement_fix(ctx: Context, req) -> tuple[str, str | None]:
+    family = ctx.os_family()
+    install = req.install
+    command = install.get(family or "") if family else None
+    if command is None and "pip" in install:
+        command = install["pip"].format(python=shlex.quote(ctx.python))
+    shown = {k: v.format(python=shlex.quote(ctx.python)) for k, v in install.items()}
+    others = "; ".join(f"{k}: `{v}`" for k, v in shown.items() if v != command)
+    words = f"install {req.what}" + (f" ({others})" if others else "")
+    return words, command
+
+
+def libaio_missing(ctx: Context) -> None:
+    req = ctx.catalog.requirements.get("libaio")
+    if req is None or req.framework not in ctx.frameworks:
+        return
+    wanted = [op for op in ctx.user_ops if op in req.ops]
+    if ctx.user_ops and not wanted:
+        return  # the user builds ops, none of which need libaio
+    libaio = ctx.s.libaio
+    if libaio is UNKNOWN or (libaio is not None and libaio.headers is None
+                             and libaio.library is None):
+        if wanted:
+            ctx.need("libaio", f"{', '.join(wanted)} link libaio and include libaio.h",
+                     "`ls /usr/include/libaio.h; ldconfig -p | grep libaio`")
+        return
+    missing = []
+    if libaio is None or libaio.headers is False:
+        missing.append("headers (libaio.h)")
+    if libaio is None or libaio.library is False:
+        missing.append("library (libaio.so)")
+    if not missing:
+        return
+    fix, command = _requirement_fix(ctx, req)
+    ctx.finding("libaio_missing",
+                f"libaio {' and '.join(missing)} missing: {req.framework}'s "
+                f"{', '.join(wanted or req.ops)} op cannot build"
+                + ("" if wanted else " (if you use it)"),
+                evidence={"libaio": libaio.to_dict() if libaio else None,
+                          "ops": list(wanted or req.ops)},
+                fix=fix, command=command, severity=None if wanted else "warning",
+                source=req.source)
+
+
+def ninja_missing(ctx: Context) -> None:
+    req = ctx.catalog.requirements.get("ninja")
+    builders = _builders(ctx)
+    if req is None or not (builders or ctx.user_ops):
+        return
+    if ctx.s.ninja is UNKNOWN:
+        ctx.need("ninja", "torch builds extensions (JIT and setup) with ninja",
+                 "`ninja --version`")
+        return
+    if ctx.s.ninja is not None:
+        return
+    fix, command = _requirement_fix(ctx, req)
+    ctx.finding("ninja_missing",
+                "ninja is not on PATH: torch cannot build the ops ('Ninja is required to load "
+                "C++ extensions')",
+                evidence={"ninja": None, "frameworks": builders, "ops": list(ctx.user_ops)},
+                fix=fix, command=command, source=req.source)
+
+
+def stale_extension_cache(ctx: Context) -> None:
+    s = ctx.s
+    if not known(s.torch_extensions):
+        return
+    env = s.env if known(s.env) else {}
+    torch = s.torch if known(s.torch) else None
+    cuda = major_minor(s.torch_cuda) if known(s.torch_cuda) and s.torch_cuda else None
+    python = major_minor(s.python) if known(s.python) else None
+    shared = "TORCH_EXTENSIONS_DIR" in env
+    for ext in s.torch_extensions:
+        why = None
+        if ext.loads is False:
+            why = f"it does not load into torch {torch or ''}: {ext.error or 'load failed'}"
+        elif ext.torch and torch and public(ext.torch) != public(torch):
+            why = f"it was built by torch {ext.torch}; torch {torch} is installed"
+        elif shared and ext.cuda is not None and known(s.torch_cuda) and \
+                (major_minor(ext.cuda) if ext.cuda else None) != cuda:
+            why = f"it was built for CUDA {ext.cuda}; torch uses CUDA {cuda}"
+        elif shared and ext.python and python and ext.python != python:
+            why = f"it was built for Python {ext.python}; this is Python {python}"
+        if why is None:
+            continue
+        ctx.finding("stale_extension_cache",
+                    f"cached extension {ext.path}: {why.replace('  ', ' ')}",
+                    evidence={"path": ext.path, "built_for": {"torch": ext.torch,
+                                                              "cuda": ext.cuda,
+                                                              "python": ext.python},
+                              "torch": torch, "torch_cuda": s.torch_cuda,
+                              "error": ext.error},
+                    fix="delete the cached build; the op rebuilds for this torch on next use",
+                    command=f"rm -rf {shlex.quote(ext.path)}")
+
+
+def abi_mismatch(ctx: Context) -> None:
+    s = ctx.s
+    abi = s.torch_cxx11_abi if known(s.torch_cxx11_abi) else None
+    if abi is None or not known(s.torch_extensions):
+        return
+    for ext in s.torch_extensions:
+        if ext.cxx11_abi is not None and ext.cxx11_abi != abi and ext.loads is not True:
+            ctx.finding("abi_mismatch",
+                        f"cached extension {ext.path} was compiled with "
+                        f"_GLIBCXX_USE_CXX11_ABI={int(ext.cxx11_abi)}; torch {s.torch} uses "
+                        f"{int(abi)}: its C++ symbols do not match",
+                        evidence={"path": ext.path, "cxx11_abi": ext.cxx11_abi,
+                                  "torch_cxx11_abi": abi},
+                        fix="delete the cached build so it is rebuilt with torch's ABI",
+                        command=f"rm -rf {shlex.quote(ext.path)}")
+
+
+RULES = (host_compiler, cxx_standard_mismatch, libaio_missing, ninja_missing,
+         stale_extension_cache, abi_mismatch)

@@ -1,0 +1,167 @@
+"""Rules about releases and packages: the platform, the framework release against torch and
+Python (its own metadata and curated constraints, as the resolver reads them), glibc against
+the wheels' manylinux tags, pip's dependency conflicts and imports that fail."""
+
+from __future__ import annotations
+
+from envgen.doctor.judge import Context, known, major_minor, public
+from envgen.doctor.suggest import make_command
+from envgen.versions import dotted_key, python_version
+
+# the distributions whose failure breaks training (a conflict elsewhere is a warning)
+_CORE = ("torch", "deepspeed", "megatron-core", "colossalai", "triton")
+
+
+def _make(ctx: Context, framework: str | None, version: str | None = None,
+          cuda: str | None = None) -> str | None:
+    gpu = next((arch for _, arch in ctx.gpu_archs if arch), None)
+    driver = ctx.s.driver if known(ctx.s.driver) else None
+    return make_command(ctx.facts, framework=framework, version=version, cuda=cuda,
+                        gpu_arch=gpu, driver=driver, platform=ctx.platform)
+
+
+def unsupported_platform(ctx: Context) -> None:
+    platform = ctx.s.platform
+    if not known(platform):
+        if ctx.frameworks:
+            ctx.need("platform", "the frameworks build their GPU ops on some platforms only",
+                     "say which: linux-x86_64, linux-aarch64, windows, wsl2 or macos-arm64")
+        return
+    for framework in ("torch", *ctx.frameworks):
+        if framework == "torch" and (not known(ctx.s.torch_cuda) or not ctx.s.torch_cuda):
+            continue  # a CPU build (or unknown): torch's CUDA platforms do not apply
+        entry = ctx.catalog.platforms.get(framework)
+        if entry is None or platform in entry[0]:
+            continue
+        platforms, source, note = entry
+        what = "torch's CUDA builds" if framework == "torch" else framework
+        ctx.finding(
+            "unsupported_platform",
+            f"{what} support {', '.join(platforms)}; this environment is {platform}",
+            evidence={"platform": platform, "framework": framework,
+                      "supported": list(platforms)},
+            fix=(f"run {what} on {' or '.join(platforms)}" + (f" ({note})" if note else "")
+                 + (" — on Windows, WSL2 is the usual route" if platform == "windows"
+                    and "wsl2" in platforms else "")),
+            source=source)
+
+
+def python_unsupported(ctx: Context) -> None:
+    python = ctx.s.python
+    if not known(python):
+        if ctx.frameworks:
+            ctx.need("python", "releases state which Python versions they support",
+                     f"`{ctx.python} --version`")
+        return
+    tag = major_minor(python)
+    for framework in ctx.frameworks:
+        why, hits = ctx.over_releases(
+            framework, lambda fw, tag=tag: ctx.checks.framework_python(fw, tag))
+        if why:
+            ctx.finding("python_unsupported", f"Python {tag}: {why}",
+                        evidence={"python": python, framework: ctx.frameworks[framework],
+                                  "releases": hits},
+                        fix=f"use a Python {framework} supports: a coherent environment "
+                            "with `envgen make`",
+                        command=_make(ctx, framework))
+    build = ctx.torch_build
+    if build is not None and build.python and tag not in build.python:
+        ctx.finding("python_unsupported",
+                    f"torch {build.version} publishes wheels for Python "
+                    f"{', '.join(sorted(build.python, key=dotted_key))}, not {tag}",
+                    evidence={"python": python, "torch": ctx.s.torch,
+                              "torch_pythons": list(build.python)},
+                    fix="use one of those Pythons, or a torch release built for this one",
+                    command=_make(ctx, next(iter(ctx.frameworks), None)),
+                    source=build.sources[0].url if build.sources else None)
+
+
+def torch_unsupported_by_framework(ctx: Context) -> None:
+    torch = ctx.s.torch
+    if not ctx.frameworks:
+        return
+    if not known(torch):
+        if torch is None:  # known not installed
+            for framework in ctx.frameworks:
+                ctx.finding("torch_unsupported_by_framework",
+                            f"{framework} needs torch, and none is installed",
+                            evidence={"torch": None, framework: ctx.frameworks[framework]},
+                            fix="install the torch build a coherent environment pins",
+                            command=_make(ctx, framework, ctx.frameworks[framework]))
+        else:
+            ctx.need("torch", "the framework releases state which torch they support",
+                     f"`{ctx.python} -c \"import torch; print(torch.__version__, "
+                     "torch.version.cuda)\"`")
+        return
+    version = public(torch)
+    for framework in ctx.frameworks:
+        why, hits = ctx.over_releases(
+            framework, lambda fw: ctx.checks.framework_torch(fw, version))
+        if why:
+            cuda = ctx.s.torch_cuda if known(ctx.s.torch_cuda) else None
+            ctx.finding("torch_unsupported_by_framework", why,
+                        evidence={"torch": torch, framework: ctx.frameworks[framework],
+                                  "releases": hits},
+                        fix=f"install a torch that {framework} "
+                            f"{ctx.frameworks[framework] or ''} supports (or a {framework} "
+                            f"release that supports torch {version}); `envgen make` gives a "
+                            "coherent set",
+                        command=_make(ctx, framework, ctx.frameworks[framework], cuda))
+
+
+def glibc_too_old(ctx: Context) -> None:
+    glibc = ctx.s.glibc
+    build = ctx.torch_build
+    if build is None or not build.glibc:
+        return
+    if not known(glibc):
+        if ctx.s.platform in (None, "linux-x86_64", "linux-aarch64") or not known(ctx.s.platform):
+            ctx.need("glibc", f"torch {build.version}'s wheels need glibc ≥ {build.glibc}",
+                     "`ldd --version | head -1`")
+        return
+    if dotted_key(glibc) < dotted_key(build.glibc):
+        ctx.finding("glibc_too_old",
+                    f"glibc {glibc} is older than the {build.glibc} torch {build.version}'s "
+                    f"wheels are built for (manylinux tag)",
+                    evidence={"glibc": glibc, "torch": ctx.s.torch, "needs": build.glibc},
+                    fix="use an OS with a newer glibc (a container base from `envgen make`) "
+                        "or a torch release built for this glibc",
+                    command=_make(ctx, next(iter(ctx.frameworks), None)),
+                    source=build.sources[0].url if build.sources else None)
+
+
+def dependency_conflict(ctx: Context) -> None:
+    if not known(ctx.s.conflicts):
+        return
+    for c in ctx.s.conflicts:
+        names = {c.package.lower(), c.requires.split(";")[0].strip().lower()}
+        core = any(n == p or n.startswith(p) for n in names for p in _CORE)
+        have = f"has {c.have}" if c.have else "is not installed"
+        ctx.finding("dependency_conflict",
+                    f"{c.package} {c.version or ''} requires {c.requires}, but it {have}"
+                    .replace("  ", " "),
+                    evidence={"package": c.package, "version": c.version,
+                              "requires": c.requires, "have": c.have},
+                    fix=f"install a version that satisfies {c.requires} (pip check reports "
+                        "this; installing with --no-deps or a later pin broke it)",
+                    command=ctx.pip("install", c.requires),
+                    severity=None if core else "warning")
+
+
+def import_failed(ctx: Context) -> None:
+    if not known(ctx.s.import_errors):
+        return
+    for module, error in ctx.s.import_errors.items():
+        hint = ""
+        if "undefined symbol" in error:
+            hint = (" — an undefined symbol means a compiled part was built against another "
+                    "torch / CUDA / C++ ABI than the one installed; rebuild or reinstall it")
+        ctx.finding("import_failed", f"`import {module}` fails: {error}",
+                    evidence={"module": module, "error": error},
+                    fix=f"fix what the error names{hint}; the other findings may say why",
+                    command=None)
+
+
+RULES = (unsupported_platform, python_unsupported, torch_unsupported_by_framework,
+         glibc_too_old, dependency_conflict, import_failed)
+__all__ = ["RULES", "python_version"]
