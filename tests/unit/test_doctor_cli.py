@@ -8,7 +8,6 @@ import json
 
 import pytest
 from support.run import in_process
-
 from test_doctor_rules import GOOD  # the same known-good environment
 
 
