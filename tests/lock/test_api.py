@@ -75,5 +75,19 @@ def test_make_refuses_an_id_the_request_contradicts(lock_matrix, conda_channel, 
 
 def test_api_names_are_the_functions():
     """Each stage function is the package's attribute, not its module."""
-    for name in ("resolve", "make", "install", "build", "verify", "table", "evidence"):
+    for name in ("resolve", "make", "install", "build", "verify", "table", "evidence",
+                 "doctor"):
         assert callable(getattr(api, name)) and not isinstance(getattr(api, name), type(api))
+
+
+def test_doctor_judges_a_snapshot_and_returns_values(fixture_matrix, tmp_path):
+    """api.doctor: a saved snapshot → a Diagnosis (findings worst first), nothing printed."""
+    path = tmp_path / "env.json"
+    path.write_text('{"schema": 1, "frameworks": {"deepspeed": "0.18.2"}, "torch": "2.5.1",'
+                    ' "torch_cuda": "12.1", "nvcc": "11.8.89", "ninja": null}')
+    lines: list[str] = []
+    result = api.doctor(api.DoctorRequest(snapshot=path),
+                        matrix=api.Matrix.locate(fixture_matrix), progress=lines.append)
+    kinds = [f.kind for f in result.diagnosis.findings]
+    assert kinds[:2] == ["cuda_major_mismatch", "ninja_missing"]
+    assert not result.diagnosis.ok and lines == ["judging it against the matrix"]
