@@ -40,8 +40,11 @@ def _gcc_fix(ctx: Context, low: int, high: int | None) -> tuple[str, str | None]
     rng = f"{low}–{high}" if high is not None else f"≥ {low}"
     if template:
         install = template.format(gcc=target)
+        enable = ctx.catalog.section("compiler_install").get("enable", {}).get(family or "")
+        select = (enable.format(gcc=target) if isinstance(enable, str)
+                  else f"export CC=gcc-{target} CXX=g++-{target}")
         return (f"install gcc {target} (a major in {rng}) and make it the host compiler",
-                f"{install} && export CC=gcc-{target} CXX=g++-{target}")
+                f"{install} && {select}")
     conda = ctx.catalog.compiler_install.get("conda")
     words = f"install a gcc major in {rng} and set CC/CXX to it"
     return (words + (f" (conda: `{conda.format(gcc=target)}`)" if conda else ""), None)
@@ -59,8 +62,11 @@ def host_compiler(ctx: Context) -> None:
             ctx.need("gcc", f"nvcc {nvcc} accepts gcc ≤ {toolkit.max_gcc}",
                      "`gcc --version` (or `$CXX --version` when CXX is set)")
         return
+    build = ctx.torch_build
+    floors = [ctx.checks.gcc_floor(r, build, toolkit)[0] for f in builders
+              for r in ctx.releases(f)] if build is not None and toolkit is not None else []
     if toolkit is not None and toolkit.max_gcc is not None and gcc > toolkit.max_gcc:
-        fix, command = _gcc_fix(ctx, 0, toolkit.max_gcc)
+        fix, command = _gcc_fix(ctx, max(floors, default=0), toolkit.max_gcc)
         ctx.finding("host_compiler_too_new",
                     f"gcc {ctx.s.gcc} is newer than nvcc {nvcc} accepts (≤ {toolkit.max_gcc}): "
                     f"'unsupported GNU version! gcc versions later than {toolkit.max_gcc} are "
@@ -70,7 +76,6 @@ def host_compiler(ctx: Context) -> None:
                               if known(ctx.s.gcc_available) else None},
                     fix=fix, command=command,
                     source=toolkit.source.url if toolkit.source else None)
-    build = ctx.torch_build
     if build is None or toolkit is None:
         return
     for framework in builders:
@@ -113,9 +118,10 @@ def cxx_standard_mismatch(ctx: Context) -> None:
 def _requirement_fix(ctx: Context, req) -> tuple[str, str | None]:
     family = ctx.os_family()
     install = req.install
-    command = install.get(family or "") if family else None
-    if command is None and "pip" in install:
-        command = install["pip"].format(python=shlex.quote(ctx.python))
+    # a PyPI package installs into the environment itself (no root, the env's bin/ is on its
+    # PATH); else the OS's package
+    command = install["pip"].format(python=shlex.quote(ctx.python)) if "pip" in install \
+        else install.get(family or "")
     shown = {k: v.format(python=shlex.quote(ctx.python)) for k, v in install.items()}
     others = "; ".join(f"{k}: `{v}`" for k, v in shown.items() if v != command)
     words = f"install {req.what}" + (f" ({others})" if others else "")

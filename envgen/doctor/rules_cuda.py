@@ -150,7 +150,8 @@ def cuda_home_mismatch(ctx: Context) -> None:
                               "path_cuda_home": s.path_cuda_home},
                     fix="point CUDA_HOME at the toolkit of the nvcc on PATH (or unset it)",
                     command=(f"export CUDA_HOME={shlex.quote(s.path_cuda_home)}"
-                             if known(s.path_cuda_home) else "unset CUDA_HOME"))
+                             if known(s.path_cuda_home) else "unset CUDA_HOME"),
+                    severity="error")  # the build runs CUDA_HOME/bin/nvcc, which is not there
         return
     if not known(s.nvcc) or _mm(s.nvcc) == _mm(s.path_nvcc):
         return

@@ -145,7 +145,7 @@ def dependency_conflict(ctx: Context) -> None:
                     fix=f"install a version that satisfies {c.requires} (pip check reports "
                         "this; installing with --no-deps or a later pin broke it)",
                     command=ctx.pip("install", c.requires),
-                    severity=None if core else "warning")
+                    severity="error" if core else None)  # catalog default: warning
 
 
 def import_failed(ctx: Context) -> None:

@@ -148,9 +148,11 @@ def test_unsupported_platform(doctor):
     assert [(f.evidence["framework"], f.evidence["platform"]) for f in mac.findings
             if f.kind == "unsupported_platform"] == [("torch", "macos-arm64"),
                                                       ("deepspeed", "macos-arm64")]
-    windows = doctor({"platform": "windows", "os": "Microsoft Windows 11 Pro"})
+    windows = doctor({"platform": "windows", "os": "Microsoft Windows 11 Pro",
+                      "frameworks": {"deepspeed": "0.18.2", "megatron-core": "0.12.0"}})
+    # torch has CUDA builds for Windows, DeepSpeed supports it; Megatron-Core does not
     assert [f.evidence["framework"] for f in windows.findings
-            if f.kind == "unsupported_platform"] == ["deepspeed"]  # torch has CUDA on Windows
+            if f.kind == "unsupported_platform"] == ["megatron-core"]
 
 
 def test_gpu_arch_unsupported_by_torchs_build(doctor):
@@ -294,3 +296,9 @@ def test_the_make_command_offered_resolves(doctor, facts):
     values = dict(zip(argv[2::2], argv[3::2], strict=True))
     request = Request(**{k[2:].replace("-", "_"): v for k, v in values.items()})
     assert next(iter(iter_resolve(request, facts, limit=1)))
+
+
+def test_on_rhel_the_gcc_toolset_is_installed_and_enabled(doctor):
+    f = one(doctor({"os": "Rocky Linux 9.3 (Blue Onyx)", "gcc": "13.1.0", "gcc_available": []}),
+            "host_compiler_too_new")
+    assert f.command == "dnf install -y gcc-toolset-12 && scl enable gcc-toolset-12 bash"
