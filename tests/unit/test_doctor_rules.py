@@ -302,3 +302,26 @@ def test_on_rhel_the_gcc_toolset_is_installed_and_enabled(doctor):
     f = one(doctor({"os": "Rocky Linux 9.3 (Blue Onyx)", "gcc": "13.1.0", "gcc_available": []}),
             "host_compiler_too_new")
     assert f.command == "dnf install -y gcc-toolset-12 && scl enable gcc-toolset-12 bash"
+
+
+def test_the_shipped_catalog_has_every_kind_the_rules_emit_each_with_a_citation():
+    import re
+    from pathlib import Path
+
+    import envgen.doctor as pkg
+
+    root = Path(pkg.__file__).parent
+    emitted = set()
+    for module in root.glob("rules_*.py"):
+        emitted |= set(re.findall(r'ctx\.finding\(\s*"([a-z_]+)"', module.read_text()))
+    catalog = load_catalog(Path(__file__).parents[2] / "matrix")
+    assert emitted and emitted <= set(catalog.kinds)
+    required = {"cuda_major_mismatch", "cuda_minor_mismatch", "host_compiler_too_new",
+                "host_compiler_too_old", "cxx_standard_mismatch", "libaio_missing",
+                "ninja_missing", "unsupported_platform", "gpu_arch_unsupported",
+                "driver_too_old", "torch_unsupported_by_framework", "python_unsupported",
+                "glibc_too_old", "nccl_mismatch", "abi_mismatch", "dependency_conflict",
+                "cuda_home_mismatch", "stale_extension_cache"}
+    assert required <= emitted
+    for kind in catalog.kinds.values():
+        assert kind.source.startswith("https://") and kind.pattern in catalog.patterns
