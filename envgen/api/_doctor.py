@@ -94,7 +94,6 @@ def doctor(request: DoctorRequest, *, matrix: Matrix | None = None,
     else:
         from envgen.doctor.collect import collect
 
-        progress("collecting the environment")
         snapshot = collect(request.python, ops=request.ops, progress=progress)
         python = _interpreter(request.python)
         origin = f"live {python}"
@@ -131,6 +130,6 @@ def _generated(request: DoctorRequest) -> dict[str, str]:
 
 
 def _interpreter(python: str | None) -> str:
-    from envgen.doctor.collect import target_python
+    from envgen.doctor.collect import target_interpreter
 
-    return str(target_python(python))
+    return target_interpreter(python)[0]

@@ -29,8 +29,6 @@ from envgen.versions import dotted_key, parse_version
 
 FRAMEWORK_ALIASES = {"megatron_core": "megatron-core", "megatron": "megatron-core",
                      "colossal-ai": "colossalai", "colossal_ai": "colossalai"}
-# the ops a DS_BUILD_<NAME>=1 variable asks DeepSpeed to build (name = the op's lower case)
-_DS_BUILD = re.compile(r"^DS_BUILD_([A-Z0-9_]+)$")
 _SPLIT = re.compile(r"[\s_-]+")
 
 
@@ -171,10 +169,9 @@ class Context:
         if known(self.s.ops):
             ops += list(self.s.ops)
         if known(self.s.env):
-            for name, value in self.s.env.items():
-                m = _DS_BUILD.match(name)
-                if m and value.strip() == "1" and m.group(1) != "OPS":
-                    ops.append(m.group(1).lower())
+            from envgen.doctor.collect import ops_from_env
+
+            ops += ops_from_env(self.s.env)
         return tuple(dict.fromkeys(ops))
 
     def over_releases(self, framework: str,

@@ -75,6 +75,8 @@ def _torch_for(ctx: Context, cuda: str) -> str | None:
 
 def cuda_mismatch(ctx: Context) -> None:
     torch_cuda, nvcc = ctx.s.torch_cuda, ctx.s.nvcc
+    if ctx.s.torch is None:
+        return  # no torch: nothing to compile against (torch_unsupported_by_framework says so)
     builders = _builds_ops(ctx)
     if not known(torch_cuda):
         if torch_cuda is UNKNOWN and (builders or ctx.user_ops):

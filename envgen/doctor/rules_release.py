@@ -87,7 +87,8 @@ def torch_unsupported_by_framework(ctx: Context) -> None:
                             f"{framework} needs torch, and none is installed",
                             evidence={"torch": None, framework: ctx.frameworks[framework]},
                             fix="install the torch build a coherent environment pins",
-                            command=_make(ctx, framework, ctx.frameworks[framework]))
+                            command=_make(ctx, framework, ctx.frameworks[framework]),
+                            severity="error")  # nothing imports without it
         else:
             ctx.need("torch", "the framework releases state which torch they support",
                      f"`{ctx.python} -c \"import torch; print(torch.__version__, "

@@ -10,6 +10,8 @@ Python a combination uses).
 - ``ops.py``, ``smoke.py`` with ``checks_common.py`` and one ``checks_<framework>.py`` per
   framework: started by envgen.verify.launch in the target (this folder mounted read-only in
   an image); they import each other as top-level modules.
+- ``collect_env.py``: run by envgen.doctor.collect under the interpreter `envgen doctor`
+  diagnoses; prints one JSON doctor snapshot.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ _HERE = Path(__file__).resolve().parent
 
 SCRIPTS: tuple[str, ...] = (
     "check-ops.py", "checks_colossalai.py", "checks_common.py", "checks_deepspeed.py",
-    "checks_megatron_core.py", "ops.py", "prune-conda.py", "sitecustomize.py", "smoke.py",
+    "checks_megatron_core.py", "collect_env.py", "ops.py", "prune-conda.py", "sitecustomize.py",
+    "smoke.py",
 )
 
 
