@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from envgen.errors import DataError
+from envgen.schemas.check import check, where
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -82,6 +83,19 @@ class Catalog:
         return value if isinstance(value, dict) else {}
 
 
+def _at(doc: dict, path: tuple) -> str:
+    """``curated/doctor.toml kind[6].source (libaio_missing)``: where a schema error is, with
+    the id (or framework) of the record it is in."""
+    if not path:
+        return FILE
+    rows = doc.get(path[0])
+    rec = (rows[path[1]] if len(path) > 1 and isinstance(path[1], int)
+           and isinstance(rows, list) and path[1] < len(rows) else None)
+    name = rec.get("id", rec.get("framework")) if isinstance(rec, dict) else None
+    plain = isinstance(name, str) and 0 < len(name) <= 40 and name.isprintable()
+    return f"{FILE} {where(path)}" + (f" ({name})" if plain else "")
+
+
 @functools.lru_cache(maxsize=8)
 def load_catalog(matrix_dir: Path) -> Catalog:
     """The doctor's data in ``matrix_dir``; a DataError naming the file and the field when it is
@@ -94,6 +108,13 @@ def load_catalog(matrix_dir: Path) -> Catalog:
                         "(`git checkout matrix/curated/doctor.toml`)") from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise DataError(f"{path} cannot be read: {exc}", hint="fix its TOML syntax") from None
+    errors = check(doc, "curated-doctor")
+    if errors:
+        shown = "\n  ".join(f"{_at(doc, e.path)}: {e.message()}" for e in errors[:5])
+        more = f"\n  … and {len(errors) - 5} more" if len(errors) > 5 else ""
+        raise DataError(f"{path} has {len(errors)} problem(s):\n  {shown}{more}",
+                        hint=f"fix {FILE} (its header comment documents the fields; the schema "
+                        "is envgen/schemas/curated-doctor.schema.json)")
     try:
         kinds = {k["id"]: Kind(id=k["id"], severity=k["severity"], pattern=k.get("pattern"),
                                title=k["title"], source=k["source"],
@@ -111,6 +132,7 @@ def load_catalog(matrix_dir: Path) -> Catalog:
             install={k: v for k, v in r.get("install", {}).items() if isinstance(v, str)})
             for r in doc.get("requirement", [])}
         compilers = doc.get("compiler_install", {})
+        root_causes = {r["id"] for r in doc.get("root_cause", [])}
     except (KeyError, TypeError) as exc:
         raise DataError(f"{path}: a record lacks field {exc}",
                         hint="every [[kind]] needs id, severity, title, source; every "
@@ -123,6 +145,9 @@ def load_catalog(matrix_dir: Path) -> Catalog:
         if k.pattern and patterns and k.pattern not in patterns:
             raise DataError(f"{path}: kind {k.id} names pattern {k.pattern!r}, which no "
                             "[[pattern]] defines", hint="add the pattern or fix the id")
+        if k.root_cause and k.root_cause not in root_causes:
+            raise DataError(f"{path}: kind {k.id} names root_cause {k.root_cause!r}, which no "
+                            "[[root_cause]] defines", hint="add the root cause or fix the id")
     return Catalog(kinds=kinds, patterns=patterns, platforms=platforms,
                    requirements=requirements,
                    compiler_install={k: v for k, v in compilers.items()
