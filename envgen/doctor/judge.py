@@ -163,6 +163,19 @@ class Context:
         return None
 
     @functools.cached_property
+    def os_base(self):
+        """The matrix's OS base the snapshot's ``os`` names ("Ubuntu 22.04.3 LTS",
+        "ubuntu-22.04", "Debian GNU/Linux 12 (bookworm)" → its OSBase), or None."""
+        if not known(self.s.os):
+            return None
+        text = str(self.s.os).lower()
+        for base in self.facts.oses.values():
+            distro, _, version = base.id.partition("-")
+            if distro in text and re.search(rf"(?<![\d.]){re.escape(version)}(?![\d])", text):
+                return base
+        return None
+
+    @functools.cached_property
     def user_ops(self) -> tuple[str, ...]:
         """The ops the user builds or uses: ``--op``, the snapshot's ``ops``, DS_BUILD_*=1."""
         ops = list(self.ops)

@@ -29,13 +29,13 @@ def _gcc_fix(ctx: Context, low: int, high: int | None) -> tuple[str, str | None]
         return (f"gcc-{g} is installed and fits: make it the host compiler builds use",
                 f"export CC=gcc-{g} CXX=g++-{g}")
     family = ctx.os_family()
+    # the OS release's own packages when the matrix knows it; else the bound itself
     target = high if high is not None else low
-    candidates = []
-    os_ids = [o for o in ctx.facts.oses.values() if family and o.family == family]
-    for o in os_ids:
-        candidates += [g for g in o.gcc_available if g >= low and (high is None or g <= high)]
-    if candidates:
-        target = max(candidates) if high is not None else min(candidates)
+    base = ctx.os_base
+    if base is not None:
+        packaged = [g for g in base.gcc_available if g >= low and (high is None or g <= high)]
+        if packaged:
+            target = max(packaged) if high is not None else min(packaged)
     template = ctx.catalog.compiler_install.get(family or "")
     rng = f"{low}–{high}" if high is not None else f"≥ {low}"
     if template:

@@ -325,3 +325,14 @@ def test_the_shipped_catalog_has_every_kind_the_rules_emit_each_with_a_citation(
     assert required <= emitted
     for kind in catalog.kinds.values():
         assert kind.source.startswith("https://") and kind.pattern in catalog.patterns
+
+
+def test_the_gcc_offered_is_one_the_os_release_packages(doctor):
+    # Debian 12 (fixture os.toml) packages gcc 12; an OS the matrix does not know gets the
+    # highest major nvcc accepts
+    bookworm = one(doctor({"os": "Debian GNU/Linux 12 (bookworm)", "gcc": "13.1.0",
+                           "gcc_available": []}), "host_compiler_too_new")
+    assert bookworm.command.startswith("apt-get install -y gcc-12 g++-12")
+    sid = one(doctor({"os": "Debian GNU/Linux forky/sid", "gcc": "13.1.0",
+                      "gcc_available": []}), "host_compiler_too_new")
+    assert sid.command.startswith("apt-get install -y gcc-12 g++-12")  # nvcc 12.1: ≤ 12
