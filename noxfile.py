@@ -61,6 +61,20 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def doctor_envs(session: nox.Session) -> None:
+    """The doctor's real broken environments that need CUDA builds of torch and CUDA toolkits
+    from PyPI (several GB each; Docker): gcc newer than nvcc accepts, CUDA_HOME against PATH,
+    two NCCL wheels, a stale extension cache. Each reproduces the real failure, then checks
+    that `envgen doctor` names it and that its fix makes the build pass. The cheap ones (libaio,
+    ninja, pip conflicts) run in `nox -s tests`. Extra arguments go to pytest."""
+    _require_supported_python(session)
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "broken_env and cuda_toolchain", "-p", "no:randomly", "-s",
+                "tests/doctor", *session.posargs,
+                env={"ENVGEN_REQUIRE_DOCKER": "1", "ENVGEN_REQUIRE_TORCH": "1"})
+
+
+@nox.session(python=PYTHON, default=False)
 def image(session: nox.Session) -> None:
     """Lock one combination and build its image with the ops compiled (needs dockerd).
 
