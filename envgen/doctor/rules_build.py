@@ -130,8 +130,8 @@ def _requirement_fix(ctx: Context, req) -> tuple[str, str | None]:
 
 def libaio_missing(ctx: Context) -> None:
     req = ctx.catalog.requirements.get("libaio")
-    if req is None or req.framework not in ctx.frameworks:
-        return
+    if req is None or (ctx.frameworks and req.framework not in ctx.frameworks):
+        return  # (no framework known at all: a report of a missing libaio.h still counts)
     wanted = [op for op in ctx.user_ops if op in req.ops]
     if ctx.user_ops and not wanted:
         return  # the user builds ops, none of which need libaio
@@ -150,21 +150,22 @@ def libaio_missing(ctx: Context) -> None:
     if not missing:
         return
     fix, command = _requirement_fix(ctx, req)
+    certain = wanted and req.framework in ctx.frameworks
     ctx.finding("libaio_missing",
                 f"libaio {' and '.join(missing)} missing: {req.framework}'s "
                 f"{', '.join(wanted or req.ops)} op cannot build"
                 + ("" if wanted else " (if you use it)"),
                 evidence={"libaio": libaio.to_dict() if libaio else None,
                           "ops": list(wanted or req.ops)},
-                fix=fix, command=command, severity=None if wanted else "warning",
+                fix=fix, command=command, severity=None if certain else "warning",
                 source=req.source)
 
 
 def ninja_missing(ctx: Context) -> None:
     req = ctx.catalog.requirements.get("ninja")
     builders = _builders(ctx)
-    if req is None or not (builders or ctx.user_ops):
-        return
+    if req is None or (ctx.frameworks and not (builders or ctx.user_ops)):
+        return  # frameworks known, none of which builds ops
     if ctx.s.ninja is UNKNOWN:
         ctx.need("ninja", "torch builds extensions (JIT and setup) with ninja",
                  "`ninja --version`")
@@ -172,11 +173,13 @@ def ninja_missing(ctx: Context) -> None:
     if ctx.s.ninja is not None:
         return
     fix, command = _requirement_fix(ctx, req)
+    builds = bool(builders or ctx.user_ops)
     ctx.finding("ninja_missing",
                 "ninja is not on PATH: torch cannot build the ops ('Ninja is required to load "
                 "C++ extensions')",
                 evidence={"ninja": None, "frameworks": builders, "ops": list(ctx.user_ops)},
-                fix=fix, command=command, source=req.source)
+                fix=fix, command=command, source=req.source,
+                severity=None if builds else "warning")  # no framework known: if you build
 
 
 def stale_extension_cache(ctx: Context) -> None:

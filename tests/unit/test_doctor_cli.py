@@ -119,3 +119,38 @@ def test_help_teaches(run):
     with pytest.raises(SystemExit) as exit_:
         run("doctor", "--help")
     assert exit_.value.code == 0
+
+
+REPORTS = __import__("pathlib").Path(__file__).parents[1] / "fixtures" / "reports"
+
+
+@pytest.mark.parametrize("name, kinds", [
+    ("cuda_mismatch_370.txt", ["cuda_major_mismatch"]),  # DeepSpeed's CUDAMismatchException
+    ("colossalai_check_2992.txt", ["cuda_major_mismatch"]),  # nvcc 12.0 vs torch's CUDA 11.x
+    ("module_not_found_2973.txt", ["import_failed"]),
+    ("ninja_missing_242.txt", ["ninja_missing"]),
+    ("ds_report_libaio_yum_1687.txt", ["libaio_missing"]),
+    ("gcc_version_3094.txt", []),
+])
+def test_real_reports_are_judged(run, name, kinds):
+    code, out, _ = run("doctor", "--report", str(REPORTS / name), "--json")
+    doc = json.loads(out)
+    assert [f["kind"] for f in doc["findings"]] == kinds
+    assert code == (1 if any(f["severity"] == "error" for f in doc["findings"]) else 0)
+
+
+def test_a_report_on_stdin_with_explain(run, monkeypatch):
+    import io
+
+    text = (REPORTS / "cuda_mismatch_370.txt").read_text()
+    monkeypatch.setattr("sys.stdin", io.StringIO(text))
+    code, out, _ = run("doctor", "--report", "-", "--explain", "--framework", "deepspeed")
+    assert code == 1 and "read from the report:" in out and "nvcc = 12.0" in out
+    assert "✗ error    cuda_major_mismatch" in out
+
+
+def test_a_report_with_nothing_recognised_is_a_usage_error(run, tmp_path):
+    path = tmp_path / "prose.txt"
+    path.write_text("My training hangs after a few steps, please help.\n")
+    code, _, err = run("doctor", "--report", str(path))
+    assert code == 2 and "no environment facts recognised" in err and "collect_env" in err

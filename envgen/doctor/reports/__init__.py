@@ -1,0 +1,169 @@
+"""Pasted bug reports → a doctor snapshot (``envgen doctor --report FILE|-``).
+
+Input: the text people paste into an issue: ``python -m torch.utils.collect_env``,
+``ds_report``, ``colossalai check -i``, ``pip list`` / ``pip freeze`` / ``conda list``,
+``nvidia-smi`` / ``nvidia-smi -L``, ``nvcc --version``, ``gcc --version``, the frameworks' issue
+template answers and error messages that state facts, in any mix, inside code fences,
+``<details>`` blocks, quotes or bullets. Output: :func:`parse_report` → :class:`Report`, whose
+snapshot holds only what the text states (nothing guessed) and whose explain lists every fact
+found with its format and line. Where two sections disagree, the most specific source wins
+(collect_env > ds_report > colossalai check > nvidia-smi / nvcc / gcc > error messages >
+package lists > template answers; for nvcc, CUDA_HOME's (ds_report, colossalai check, the CUDA
+mismatch errors) before PATH's) and the other value stays in explain, marked as a conflict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from envgen.doctor.reports import (
+    collect_env,
+    colossalai_check,
+    ds_report,
+    errors,
+    nvidia_smi,
+    packages,
+    template,
+    toolchain,
+)
+from envgen.doctor.reports._lines import Extracted, Line, split
+from envgen.doctor.snapshot import Snapshot
+
+__all__ = ["Extracted", "Report", "describe", "parse_report"]
+
+# In this order each parser takes its lines; a later one skips the lines taken.
+_PARSERS: tuple[Callable[[list[Line], set[int]], list[Extracted]], ...] = (
+    collect_env.parse, ds_report.parse, colossalai_check.parse, nvidia_smi.parse,
+    toolchain.parse, errors.parse, packages.parse, template.parse)
+_RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 3,
+         "nvcc_version": 3, "gcc_version": 3, "error": 4, "pip_freeze": 5, "pip_list": 5,
+         "conda_list": 5, "issue_template": 6}
+_NVCC_RANK = {"ds_report": 0, "colossalai_check": 1, "error": 2, "collect_env": 3,
+              "nvcc_version": 3}
+_DICTS = ("packages", "frameworks", "import_errors")
+
+
+@dataclass(frozen=True)
+class Report:
+    """What a pasted report states: the snapshot, every fact found (``explain``, in line
+    order, the unused ones with ``kept`` False and a note) and the formats recognised."""
+
+    snapshot: Snapshot
+    explain: tuple[Extracted, ...]
+    formats: tuple[str, ...]
+
+    @property
+    def recognised(self) -> bool:
+        """Whether the text stated any snapshot fact at all."""
+        return any(e.kept for e in self.explain)
+
+
+def parse_report(text: str) -> Report:
+    """The :class:`Report` of ``text`` (a pasted report, any mix of formats)."""
+    lines = split(text)
+    claimed: set[int] = set()
+    found: list[Extracted] = []
+    for parse in _PARSERS:
+        found.extend(parse(lines, claimed))
+    explain = _choose(found)
+    doc = _document([e for e in explain if e.kept])
+    formats = tuple(dict.fromkeys(e.format for e in explain))
+    return Report(Snapshot.from_dict(doc, source="the report"), explain, formats)
+
+
+def _rank(e: Extracted) -> tuple[int, int]:
+    table = _NVCC_RANK if e.fact == "nvcc" else _RANK
+    return table.get(e.format, 9), e.line
+
+
+def _choose(found: list[Extracted]) -> tuple[Extracted, ...]:
+    """Every fact once: the best-ranked value kept, or a more precise one that agrees with it
+    ("12.1.105" over "12.1", "2.1.0+cu121" over "2.1.0"); the others noted."""
+    by_fact: dict[str, list[Extracted]] = {}
+    for e in found:
+        by_fact.setdefault(e.fact, []).append(e)
+    out: list[Extracted] = []
+    for candidates in by_fact.values():
+        kept_ones = sorted((e for e in candidates if e.kept), key=_rank)
+        out.extend(e for e in candidates if not e.kept)
+        if not kept_ones:
+            continue
+        best = kept_ones[0]
+        for e in kept_ones[1:]:
+            if _agree(best, e) and _precision(e.value) > _precision(best.value):
+                best = e
+        for e in kept_ones:
+            if e is best:
+                out.append(e)
+            elif _agree(best, e):
+                out.append(replace(e, kept=False, note=_join(e.note, "agrees with line "
+                                                                     f"{best.line}")))
+            else:
+                out.append(replace(e, kept=False, note=_join(
+                    e.note, f"conflict: line {best.line} ({best.format}) says "
+                    f"{_show(best.value)}, which is kept")))
+    return tuple(sorted(out, key=lambda e: (e.line, e.fact)))
+
+
+def _agree(first: Extracted, second: Extracted) -> bool:
+    """Whether two values of one fact agree: equal, one a more precise form of the other, or
+    a package version unknown (null: a source checkout) beside a known one."""
+    a, b = first.value, second.value
+    if a == b:
+        return True
+    if first.fact.startswith(("packages.", "frameworks.")) and None in (a, b):
+        return True
+    if not (isinstance(a, str) and isinstance(b, str)):
+        return False
+    short, long = sorted((a, b), key=len)
+    return long.startswith((short + ".", short + "+"))
+
+
+def _precision(value: Any) -> int:
+    return len(value) if isinstance(value, str) else 0
+
+
+def _join(first: str, second: str) -> str:
+    return f"{first}; {second}" if first else second
+
+
+def _document(kept: list[Extracted]) -> dict[str, Any]:
+    """The snapshot JSON object of the kept facts."""
+    doc: dict[str, Any] = {"schema": 1}
+    for e in kept:
+        head, _, key = e.fact.partition(".")
+        if head in _DICTS and key:
+            doc.setdefault(head, {})[key] = e.value
+        elif head == "libaio" and key:
+            doc.setdefault("libaio", {"library": None, "headers": None})[key] = e.value
+        elif head == "gpus":
+            doc["gpus"] = [dict(g) for g in e.value]
+        else:
+            doc[e.fact] = e.value
+    return doc
+
+
+def _show(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        names = [g["name"] for g in value]
+        return ", ".join(f"{names.count(n)} × {n}" for n in dict.fromkeys(names))
+    return str(value)
+
+
+def describe(report: Report) -> list[str]:
+    """Lines for ``--explain``: each fact with its format, line and source text, then the
+    values not used and why."""
+    def where(e: Extracted) -> str:
+        text = e.text if len(e.text) <= 90 else e.text[:87] + "..."
+        return f"({e.format}, line {e.line}: {text!r})"
+
+    kept = [f"{e.fact} = {_show(e.value)}   {where(e)}" for e in report.explain if e.kept]
+    unused = [f"  not used: {e.fact} = {_show(e.value)}   {where(e)}: {e.note}"
+              for e in report.explain if not e.kept]
+    return kept + unused

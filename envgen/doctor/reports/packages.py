@@ -1,0 +1,78 @@
+"""``pip list``, ``pip freeze`` and ``conda list`` output.
+
+Input: the cleaned lines and the line numbers other parsers took. Output: packages.NAME (and
+frameworks.NAME for deepspeed, megatron-core and colossalai; torch for torch). pip freeze
+lines are unambiguous ("name==1.0", "name @ file://…" and "-e git+…#egg=name": version
+unknown, null). Column lists ("name  1.0" from pip list, "name  1.0  build  channel" from
+conda list) count after their header ("Package  Version", "# Name  Version  Build  Channel")
+or in a run of at least three such lines, so that prose is not read as a list.
+"""
+
+from __future__ import annotations
+
+import re
+
+from envgen.doctor.reports._lines import Extracted, Line, fact, package_facts, version
+from envgen.doctor.reports.collect_env import conda_package
+
+_FREEZE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?==(\S+)$")
+_DIRECT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])? @ (\S+)$")
+_EDITABLE = re.compile(r"^-e \S*#egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
+_PIP_HEADER = re.compile(r"^Package\s+Version(?:\s+(?:Editable project location|Location))?\s*$")
+_CONDA_HEADER = re.compile(r"^#\s*Name\s+Version\s+Build(?:\s+Channel)?\s*$")
+_ROW = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+(\S+)(?:\s+(\S+))?(?:\s+(\S+))?\s*$")
+_RULE = re.compile(r"^-{3,}\s+-{3,}")
+
+
+def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
+    out: list[Extracted] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.number in claimed:
+            i += 1
+            continue
+        freeze = _FREEZE.match(line.text) or _DIRECT.match(line.text) or \
+            _EDITABLE.match(line.text)
+        if freeze:
+            claimed.add(line.number)
+            value = version(freeze.group(2)) if freeze.re is _FREEZE else None
+            out += [fact(line, n, v, "pip_freeze") for n, v in package_facts(freeze.group(1),
+                                                                             value)]
+            i += 1
+            continue
+        i = _columns(lines, i, claimed, out)
+    return out
+
+
+def _columns(lines: list[Line], i: int, claimed: set[int], out: list[Extracted]) -> int:
+    """A pip list or conda list starting at ``i``: where the next scan starts."""
+    header = _PIP_HEADER.match(lines[i].text) or _CONDA_HEADER.match(lines[i].text)
+    start = i + 1 if header else i
+    fmt = "conda_list" if header and header.re is _CONDA_HEADER else "pip_list"
+    rows = []
+    j = start
+    while j < len(lines):
+        text = lines[j].text
+        if _RULE.match(text) or (text.startswith("#") and fmt == "conda_list"):
+            j += 1
+            continue
+        row = _ROW.match(text)
+        if not row or lines[j].number in claimed or not version(row.group(2)):
+            break
+        rows.append((lines[j], row))
+        j += 1
+    if not header and len(rows) < 3:
+        return i + 1
+    if header:
+        claimed.add(lines[i].number)
+    for line, row in rows:
+        claimed.add(line.number)
+        conda = fmt == "conda_list" or (row.group(3) is not None and not row.group(3)
+                                        .startswith(("/", "C:", "c:")))
+        name, value = row.group(1), version(row.group(2))
+        if conda:
+            out.extend(conda_package(line, name, value, row.group(3) or "", "conda_list"))
+        else:
+            out.extend(fact(line, n, v, "pip_list") for n, v in package_facts(name, value))
+    return max(j, i + 1)
