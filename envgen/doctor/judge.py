@@ -235,17 +235,47 @@ def frameworks_of(snapshot: Snapshot, extra: Iterable[str] = ()) -> dict[str, st
     return out
 
 
+_LOCAL_CUDA = re.compile(r"\+cu(\d{2,3})$")
+
+
+def complete(snapshot: Snapshot) -> Snapshot:
+    """What the snapshot states implicitly, made explicit: torch's CUDA from its local version
+    tag ("1.7.1+cu110" → 11.0, "2.5.1+cpu" → none) when not given."""
+    from dataclasses import replace
+
+    torch = snapshot.torch
+    if snapshot.torch_cuda is UNKNOWN and known(torch):
+        m = _LOCAL_CUDA.search(torch)
+        if m:
+            digits = m.group(1)
+            return replace(snapshot, torch_cuda=f"{digits[:-1]}.{digits[-1]}")
+        if torch.endswith("+cpu"):
+            return replace(snapshot, torch_cuda=None)
+    return snapshot
+
+
 def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
           frameworks: Iterable[str] = (), ops: Iterable[str] = (), python: str = "python",
           origin: str = "live", index_urls: dict[str, str] | None = None) -> Diagnosis:
     """Every rule over ``snapshot``; findings worst first, needs in the order rules asked."""
     from envgen.doctor import rules_build, rules_cuda, rules_release
 
+    snapshot = complete(snapshot)
     names = frameworks_of(snapshot, frameworks)
     judged_names = {n: v for n, v in names.items()
                     if any(r.framework == n for r in facts.frameworks)}
     ctx = Context(snapshot=snapshot, facts=facts, catalog=catalog, frameworks=judged_names,
                   ops=tuple(ops), python=python, index_urls=dict(index_urls or {}))
+    for name, version in judged_names.items():
+        if version is not None and not ctx.releases(name):
+            known_versions = sorted((r.version for r in facts.frameworks if r.framework == name),
+                                    key=dotted_key)
+            ctx.need(f"{name} {version} in the matrix",
+                     f"envgen's matrix knows {name} {known_versions[0]} … {known_versions[-1]}, "
+                     f"not {version}: the rules of that release (its torch range, its nvcc "
+                     "check) were not applied",
+                     "`envgen matrix update --write` (a newer release), or judge for a release "
+                     "the matrix has")
     for module in (rules_release, rules_cuda, rules_build):
         for rule in module.RULES:
             rule(ctx)

@@ -166,11 +166,11 @@ def ninja_missing(ctx: Context) -> None:
     builders = _builders(ctx)
     if req is None or (ctx.frameworks and not (builders or ctx.user_ops)):
         return  # frameworks known, none of which builds ops
-    if ctx.s.ninja is UNKNOWN:
+    if ctx.s.ninja is UNKNOWN and (builders or ctx.user_ops):
         ctx.need("ninja", "torch builds extensions (JIT and setup) with ninja",
                  "`ninja --version`")
         return
-    if ctx.s.ninja is not None:
+    if ctx.s.ninja is not None:  # a version, or unknown
         return
     fix, command = _requirement_fix(ctx, req)
     builds = bool(builders or ctx.user_ops)

@@ -76,7 +76,9 @@ EXPECTED = {
                      "aiosignal": "1.3.1", "annotated-types": "0.6.0", "apex": "0.1",
                      "appdirs": "1.4.4"}},
     "template_system_info_3615.txt": {
-        "os": "Ubuntu 18.04", "python": "3.9.16", "torch": "1.11.0+cu113", "gcc": "7.5"},
+        "os": "Ubuntu 18.04", "python": "3.9.16", "torch": "1.11.0+cu113", "gcc": "7.5",
+        # "I installed the Deepspeed == 0.9.2": an inline pin
+        "frameworks": {"deepspeed": "0.9.2"}, "packages": {"deepspeed": "0.9.2"}},
     "undefined_symbol_3410.txt": {
         "import_errors": {"fused_adam": "undefined symbol: "
                           "_ZN3c104cuda20CUDACachingAllocator9allocatorE"}},
@@ -271,3 +273,13 @@ def test_ds_report_without_cuda_home() -> None:
     doc = parse_report(text).snapshot.to_dict()
     assert doc == {"schema": 1, "cuda_home": None, "nvcc": None,
                    "frameworks": {"deepspeed": None}}
+
+
+def test_inline_pins_in_prose_but_not_install_commands() -> None:
+    """deepspeedai/DeepSpeed#2055: "My environment is `pytorch==1.7.1+cu110` and
+    `deepspeed==0.6.5`"."""
+    doc = parse_report("My environment is `pytorch==1.7.1+cu110` and `deepspeed==0.6.5`\n"
+                       "then I ran `pip install colossalai==0.3.0` which failed\n")
+    assert doc.snapshot.to_dict() == {
+        "schema": 1, "torch": "1.7.1+cu110", "frameworks": {"deepspeed": "0.6.5"},
+        "packages": {"torch": "1.7.1+cu110", "deepspeed": "0.6.5"}}

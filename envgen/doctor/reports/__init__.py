@@ -8,7 +8,7 @@ template answers and error messages that state facts, in any mix, inside code fe
 snapshot holds only what the text states (nothing guessed) and whose explain lists every fact
 found with its format and line. Where two sections disagree, the most specific source wins
 (collect_env > ds_report > colossalai check > nvidia-smi / nvcc / gcc > error messages >
-package lists > template answers; for nvcc, CUDA_HOME's (ds_report, colossalai check, the CUDA
+package lists > template answers > pins inline in prose; for nvcc, CUDA_HOME's (ds_report, colossalai check, the CUDA
 mismatch errors) before PATH's) and the other value stays in explain, marked as a conflict.
 """
 
@@ -23,6 +23,7 @@ from envgen.doctor.reports import (
     colossalai_check,
     ds_report,
     errors,
+    inline,
     nvidia_smi,
     packages,
     template,
@@ -36,10 +37,10 @@ __all__ = ["Extracted", "Report", "describe", "parse_report"]
 # In this order each parser takes its lines; a later one skips the lines taken.
 _PARSERS: tuple[Callable[[list[Line], set[int]], list[Extracted]], ...] = (
     collect_env.parse, ds_report.parse, colossalai_check.parse, nvidia_smi.parse,
-    toolchain.parse, errors.parse, packages.parse, template.parse)
+    toolchain.parse, errors.parse, packages.parse, template.parse, inline.parse)
 _RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 3,
          "nvcc_version": 3, "gcc_version": 3, "error": 4, "pip_freeze": 5, "pip_list": 5,
-         "conda_list": 5, "issue_template": 6}
+         "conda_list": 5, "issue_template": 6, "inline_pin": 7}
 _NVCC_RANK = {"ds_report": 0, "colossalai_check": 1, "error": 2, "collect_env": 3,
               "nvcc_version": 3}
 _DICTS = ("packages", "frameworks", "import_errors")
