@@ -8,8 +8,9 @@ template answers and error messages that state facts, in any mix, inside code fe
 snapshot holds only what the text states (nothing guessed) and whose explain lists every fact
 found with its format and line. Where two sections disagree, the most specific source wins
 (collect_env > ds_report > colossalai check > nvidia-smi / nvcc / gcc > error messages >
-package lists > template answers > pins inline in prose; for nvcc, CUDA_HOME's (ds_report, colossalai check, the CUDA
-mismatch errors) before PATH's) and the other value stays in explain, marked as a conflict.
+package lists > template answers > pins inline in prose; for nvcc, CUDA_HOME's (ds_report,
+colossalai check, the CUDA mismatch errors) before PATH's) and the other value stays in
+explain, marked as a conflict.
 """
 
 from __future__ import annotations
