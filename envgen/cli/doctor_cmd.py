@@ -121,7 +121,8 @@ def render(result, *, explain: bool = False) -> str:
     summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n)
     out += ["", summary or "no problems found: nothing here breaks the builds or the launch "
             "as far as the facts go"]
-    wrap = textwrap.TextWrapper(width=100, subsequent_indent=" " * 11)
+    wrap = textwrap.TextWrapper(width=100, subsequent_indent=" " * 11, break_long_words=False,
+                                break_on_hyphens=False)
     for f in d.findings:
         out += ["", f"{_MARK[f.severity]} {f.severity:<8} {f.kind}"]
         out += [wrap.fill(f"  {'what':<8} {f.summary}"), wrap.fill(f"  {'fix':<8} {f.fix}")]
