@@ -38,7 +38,8 @@ def _site_source(root: Path) -> None:
     next to which a matrix/results/ may sit, as in the repository."""
     (root / "docs").mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
-    shutil.copy(REPO / "docs" / "index.md", root / "docs" / "index.md")
+    for page in ("index.md", "broken-environment.md"):
+        shutil.copy(REPO / "docs" / page, root / "docs" / page)
     shutil.copytree(REPO / "docs" / "hooks", root / "docs" / "hooks",
                     ignore=shutil.ignore_patterns("__pycache__"))
 
