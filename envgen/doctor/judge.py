@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import re
 import shlex
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,10 +285,4 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
                      patterns={p.id: p.name for p in catalog.patterns.values()})
 
 
-def rule_names(modules) -> Iterator[str]:  # for tests: which rules exist
-    for module in modules:
-        for rule in module.RULES:
-            yield rule.__name__
-
-
-__all__ = ["Context", "dotted_key", "judge", "known", "major_minor", "public"]
+__all__ = ["Context", "complete", "judge", "known", "major_minor", "public"]

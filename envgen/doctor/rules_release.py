@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from envgen.doctor.judge import Context, known, major_minor, public
 from envgen.doctor.suggest import make_command
-from envgen.versions import dotted_key, python_version
+from envgen.versions import dotted_key
 
 # the distributions whose failure breaks training (a conflict elsewhere is a warning)
 _CORE = ("torch", "deepspeed", "megatron-core", "colossalai", "triton")
@@ -162,4 +162,4 @@ def import_failed(ctx: Context) -> None:
 
 RULES = (unsupported_platform, python_unsupported, torch_unsupported_by_framework,
          glibc_too_old, dependency_conflict, import_failed)
-__all__ = ["RULES", "python_version"]
+__all__ = ["RULES"]
