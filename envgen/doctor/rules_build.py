@@ -8,6 +8,7 @@ import shlex
 
 from envgen.doctor.judge import Context, known, major_minor, public
 from envgen.doctor.snapshot import UNKNOWN
+from envgen.versions import spec_contains
 
 
 def _gcc_major(ctx: Context) -> int | None:
@@ -191,9 +192,15 @@ def stale_extension_cache(ctx: Context) -> None:
     cuda = major_minor(s.torch_cuda) if known(s.torch_cuda) and s.torch_cuda else None
     python = major_minor(s.python) if known(s.python) else None
     shared = "TORCH_EXTENSIONS_DIR" in env
+    baton = ctx.catalog.section("extension_cache").get("baton_torch")
+    waits = bool(baton and torch and spec_contains(baton, public(torch)))
     for ext in s.torch_extensions:
         why = None
-        if ext.loads is False:
+        if ext.lock and waits:
+            why = (f"it holds a `lock` file, and torch {torch}'s extension build waits, with no "
+                   "timeout, while one exists: the run hangs (a build killed midway, or torch "
+                   "≥ 2.14, which leaves the file, built here)")
+        elif ext.loads is False:
             why = f"it does not load into torch {torch or ''}: {ext.error or 'load failed'}"
         elif ext.torch and torch and public(ext.torch) != public(torch):
             why = f"it was built by torch {ext.torch}; torch {torch} is installed"
@@ -210,9 +217,12 @@ def stale_extension_cache(ctx: Context) -> None:
                                                               "cuda": ext.cuda,
                                                               "python": ext.python},
                               "torch": torch, "torch_cuda": s.torch_cuda,
-                              "error": ext.error},
-                    fix="delete the cached build; the op rebuilds for this torch on next use",
-                    command=f"rm -rf {shlex.quote(ext.path)}")
+                              "error": ext.error, "lock": ext.lock},
+                    fix="delete the cached build; the op rebuilds for this torch on next use "
+                        "(or give each environment its own TORCH_EXTENSIONS_DIR)",
+                    command=f"rm -rf {shlex.quote(ext.path)}",
+                    source=ctx.catalog.section("extension_cache").get("baton_source")
+                    if ext.lock and waits else None)
 
 
 def abi_mismatch(ctx: Context) -> None:

@@ -64,11 +64,15 @@ class ExtensionCache:
     cxx11_abi: bool | None = None  # the -D_GLIBCXX_USE_CXX11_ABI its build.ninja passed
     loads: bool | None = None  # whether its module loads into the current torch; None: not tried
     error: str | None = None  # what loading it raised
+    lock: bool | None = None  # a `lock` file is in the folder
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "torch": self.torch, "cuda": self.cuda,
-                "ops": list(self.ops), "python": self.python, "cxx11_abi": self.cxx11_abi,
-                "loads": self.loads, "error": self.error}
+        out = {"path": self.path, "torch": self.torch, "cuda": self.cuda,
+               "ops": list(self.ops), "python": self.python, "cxx11_abi": self.cxx11_abi,
+               "loads": self.loads, "error": self.error}
+        if self.lock is not None:
+            out["lock"] = self.lock
+        return out
 
 
 @dataclass(frozen=True)

@@ -695,6 +695,8 @@ def probe_extensions(out, budget):
         except OSError:
             pass
         entry["cxx11_abi"] = ninja_cxx11_abi(ninja)
+        # torch < 2.14's FileBaton waits while <folder>/lock exists; torch >= 2.14 leaves it
+        entry["lock"] = os.path.exists(os.path.join(folder, "lock"))
         module = os.path.join(folder, ninja_module_file(ninja, name))
         usable = tags is None or (tags[0] == current_python and tags[1] == torch_cuda)
         if usable and out.get("torch") and os.path.isfile(module):

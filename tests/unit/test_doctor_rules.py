@@ -336,3 +336,18 @@ def test_the_gcc_offered_is_one_the_os_release_packages(doctor):
     sid = one(doctor({"os": "Debian GNU/Linux forky/sid", "gcc": "13.1.0",
                       "gcc_available": []}), "host_compiler_too_new")
     assert sid.command.startswith("apt-get install -y gcc-12 g++-12")  # nvcc 12.1: ≤ 12
+
+
+def test_a_lock_file_hangs_torch_before_2_14(doctor):
+    """torch < 2.14 waits forever while <build>/lock exists; torch 2.14 leaves the file
+    (reproduced in tests/doctor/test_broken_envs_cuda.py)."""
+    ext = {"path": "/ext/cpu_adam", "ops": ["cpu_adam"], "loads": True, "lock": True}
+    env = {"TORCH_EXTENSIONS_DIR": "/ext"}
+    old = doctor({"torch": "2.13.0+cpu", "torch_cuda": None, "torch_extensions": [ext],
+                  "env": env, "frameworks": {}})
+    f = one(old, "stale_extension_cache")
+    assert f.command == "rm -rf /ext/cpu_adam" and "hangs" in f.summary
+    assert "v2.13.0/torch/utils/file_baton.py" in f.source
+    new = doctor({"torch": "2.14.1+cu130", "torch_cuda": "13.0", "torch_extensions": [ext],
+                  "env": env, "frameworks": {}})
+    assert "stale_extension_cache" not in kinds(new)

@@ -24,8 +24,6 @@ STAGES = ("resolve", "lock", "image", "results", "verify", "evidence")
 ALLOWED: dict[str, set[str]] = {"facts": set()}
 for i, stage in enumerate(STAGES):
     ALLOWED[stage] = {"facts", *STAGES[:i]}
-for stage in ("image", "verify", "evidence"):  # they ship envgen/inside's scripts to targets
-    ALLOWED[stage].add("inside")
 ALLOWED.update({
     "harvest": {"facts"},
     "ci": {"facts", "resolve", "results"},
@@ -36,6 +34,9 @@ ALLOWED.update({
     "cli": {"facts", *STAGES, "harvest", "ci", "doctor", "preflight", "inside", "api"},
     "__main__": {"cli"},
 })
+# they ship envgen/inside's scripts to targets (doctor: its collector, run by the target's python)
+for stage in ("image", "verify", "evidence", "doctor", "preflight"):
+    ALLOWED[stage].add("inside")
 
 
 def _layer(module: str) -> str:
