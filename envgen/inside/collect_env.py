@@ -511,10 +511,18 @@ def child_main(tasks):
             else:
                 if torch is None:
                     torch = importlib.import_module("torch")
-                loader = importlib.machinery.ExtensionFileLoader(task[1], task[2])
-                spec = importlib.util.spec_from_file_location(task[1], task[2], loader=loader)
-                module = importlib.util.module_from_spec(spec)
-                loader.exec_module(module)
+                try:
+                    load_extension(task[1], task[2])
+                except ImportError as exc:
+                    # an op built to be loaded after another (DeepSpeed's async_io needs
+                    # pin_memory's symbols): load the other cached builds first, globally
+                    if "undefined symbol" not in str(exc) or not task[3:] or not task[3]:
+                        raise
+                    import ctypes
+                    for other in task[3]:
+                        with contextlib.suppress(OSError):
+                            ctypes.CDLL(other, mode=os.RTLD_GLOBAL | os.RTLD_LAZY)
+                    load_extension(task[1], task[2])
         except BaseException as exc:
             if isinstance(exc, KeyboardInterrupt):
                 raise
@@ -522,6 +530,17 @@ def child_main(tasks):
             if task[0] == "load" and torch is None:
                 result["no_torch"] = True
         say(result)
+
+
+def load_extension(name, path):
+    """Import the extension module at ``path`` as torch's JIT loader does."""
+    import importlib.machinery
+    import importlib.util
+
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
 
 
 class Budget:
@@ -703,6 +722,8 @@ def probe_extensions(out, budget):
             tasks.append(["load", name, module])
             which.append(entry)
         entries.append(entry)
+    for task in tasks:  # the other usable builds, which an op may need loaded first
+        task.append([t[2] for t in tasks if t is not task])
     if tasks:
         results = run_tasks(tasks, budget, per_task=30)
         for index, entry in enumerate(which):
