@@ -81,10 +81,11 @@ def doctor(request: DoctorRequest, *, matrix: Matrix | None = None,
     from envgen.doctor.judge import judge
     from envgen.doctor.snapshot import read_snapshot
 
+    matrix = matrix or Matrix.locate()
+    _check_frameworks(request.frameworks, matrix)
     if request.snapshot is not None and request.report is not None:
         raise UsageError("--snapshot and --report both given",
                          hint="judge one input at a time")
-    matrix = matrix or Matrix.locate()
     explain: tuple[str, ...] = ()
     python = None
     if request.snapshot is not None:
@@ -110,6 +111,19 @@ def doctor(request: DoctorRequest, *, matrix: Matrix | None = None,
         atomic.write_file(Path(request.save), data.encode(), source="--save")
         saved = Path(request.save)
     return DoctorResult(diagnosis=diagnosis, explain=explain, saved=saved, python=python)
+
+
+def _check_frameworks(names: tuple[str, ...], matrix: Matrix) -> None:
+    from envgen.doctor.judge import FRAMEWORK_ALIASES
+    from envgen.resolve.request import suggest
+
+    known = matrix.facts.framework_names
+    for name in names:
+        key = FRAMEWORK_ALIASES.get(name.lower(), name.lower())
+        if key not in known:
+            raise UsageError(f"--framework {name}: not a framework envgen knows",
+                             hint=f"{suggest(name, list(known))}use one of {', '.join(known)}",
+                             source="--framework")
 
 
 def _generated(request: DoctorRequest) -> dict[str, str]:

@@ -154,3 +154,8 @@ def test_a_report_with_nothing_recognised_is_a_usage_error(run, tmp_path):
     path.write_text("My training hangs after a few steps, please help.\n")
     code, _, err = run("doctor", "--report", str(path))
     assert code == 2 and "no environment facts recognised" in err and "collect_env" in err
+
+
+def test_an_unknown_framework_is_a_usage_error_with_a_suggestion(run, tmp_path):
+    code, _, err = run("doctor", "--snapshot", str(snap(tmp_path)), "--framework", "deepseed")
+    assert code == 2 and "--framework deepseed" in err and "did you mean 'deepspeed'" in err
