@@ -198,8 +198,8 @@ def stale_extension_cache(ctx: Context) -> None:
         why = None
         if ext.lock and waits:
             why = (f"it holds a `lock` file, and torch {torch}'s extension build waits, with no "
-                   "timeout, while one exists: the run hangs (a build killed midway, or torch "
-                   "≥ 2.14, which leaves the file, built here)")
+                   "timeout, while one exists: the run hangs (a build killed midway, or a torch "
+                   f"outside {baton}, which leaves the file, built here)")
         elif ext.loads is False:
             why = f"it does not load into torch {torch or ''}: {ext.error or 'load failed'}"
         elif ext.torch and torch and public(ext.torch) != public(torch):

@@ -14,7 +14,6 @@ from envgen.doctor.snapshot import UNKNOWN
 from envgen.resolve.checks import cc_of
 from envgen.versions import dotted_key
 
-_NCCL_WHEEL = re.compile(r"^nvidia-nccl-cu(\d+)$")
 _SO_VERSION = re.compile(r"libnccl\.so\.(\d+(?:\.\d+){1,2})")
 
 
@@ -274,8 +273,9 @@ def gpu_arch_unsupported(ctx: Context) -> None:
 def nccl_mismatch(ctx: Context) -> None:
     s = ctx.s
     wheels = {}
+    names = set(ctx.catalog.section("nccl").get("wheels", ()))  # curated/doctor.toml [nccl]
     if known(s.packages):
-        wheels = {n.lower(): v for n, v in s.packages.items() if _NCCL_WHEEL.match(n.lower())}
+        wheels = {n.lower(): v for n, v in s.packages.items() if n.lower() in names}
     torch_cuda = _mm(s.torch_cuda) if known(s.torch_cuda) and s.torch_cuda else None
     build = ctx.torch_build
     if len(wheels) > 1:

@@ -10,8 +10,9 @@ Python a combination uses).
 - ``ops.py``, ``smoke.py`` with ``checks_common.py`` and one ``checks_<framework>.py`` per
   framework: started by envgen.verify.launch in the target (this folder mounted read-only in
   an image); they import each other as top-level modules.
-- ``collect_env.py``: run by envgen.doctor.collect under the interpreter `envgen doctor`
-  diagnoses; prints one JSON doctor snapshot.
+- ``collect_env.py`` with ``collect_parse.py`` and ``collect_children.py``: run by
+  envgen.doctor.collect under the interpreter `envgen doctor` diagnoses; prints one JSON
+  doctor snapshot.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ _HERE = Path(__file__).resolve().parent
 
 SCRIPTS: tuple[str, ...] = (
     "check-ops.py", "checks_colossalai.py", "checks_common.py", "checks_deepspeed.py",
-    "checks_megatron_core.py", "collect_env.py", "ops.py", "prune-conda.py", "sitecustomize.py",
+    "checks_megatron_core.py", "collect_children.py", "collect_env.py", "collect_parse.py",
+    "ops.py", "prune-conda.py", "sitecustomize.py",
     "smoke.py",
 )
 

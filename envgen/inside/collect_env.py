@@ -12,8 +12,8 @@ processes of this script (``collect_env.py --child``), with a time limit; an imp
 is recorded in ``import_errors`` (module -> "ExceptionType: message"); a module that is not
 installed is not an error.
 
-The pure parsers (``parse_pip_check``, ``parse_nvcc_version``, ``parse_os_release``,
-``parse_build_dir_name``, ``ninja_cxx11_abi``) are unit-tested by tests/doctor/test_collect.py.
+Its sibling modules: collect_parse.py (the pure parsers, unit-tested by
+tests/doctor/test_collect.py) and collect_children.py (the child processes).
 """
 
 import contextlib
@@ -21,14 +21,28 @@ import glob
 import json
 import os
 import platform
-import queue
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-import threading
-import time
+
+# the sibling modules (sys.path[0] when run as a script; also when loaded by path in tests)
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from collect_children import Budget, child_main, run_tasks
+from collect_parse import (
+    _WORD,
+    describe,
+    ninja_cxx11_abi,
+    ninja_module_file,
+    one_line,
+    parse_build_dir_name,
+    parse_nvcc_version,
+    parse_os_release,
+    parse_pip_check,
+    version_or_none,
+)
 
 # modules whose import is itself a fact (import_errors), tried only when installed
 IMPORTS = ("torch", "deepspeed", "colossalai", "megatron.core", "apex", "flash_attn",
@@ -40,30 +54,7 @@ ENV_NAMES = ("CUDA_HOME", "CUDA_PATH", "TORCH_CUDA_ARCH_LIST", "TORCH_EXTENSIONS
              "DS_SKIP_CUDA_CHECK", "DS_ACCELERATOR", "LD_LIBRARY_PATH", "LD_PRELOAD", "CC", "CXX",
              "MAX_JOBS")
 ENV_PREFIXES = ("DS_BUILD_", "NCCL_")
-_TEXT = re.compile(r"^[^\x00-\x1f\x7f]+$")
-_WORD = re.compile(r"^[^\s\x00-\x1f\x7f]+$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-
-
-def one_line(text, limit=300):
-    """``text`` as one line of printable text, at most ``limit`` characters ("?" if empty)."""
-    line = " ".join(str(text).split())
-    line = "".join(c if c.isprintable() else "?" for c in line)
-    if len(line) > limit:
-        line = line[:limit - 1] + "…"
-    return line or "?"
-
-
-def describe(exc):
-    """``ExceptionType: message`` on one line (its first line when the message is long)."""
-    message = str(exc).strip().splitlines()
-    return one_line(type(exc).__name__ + (": " + message[0] if message else ""))
-
-
-def version_or_none(text):
-    """``text`` if it is a version without spaces, else None."""
-    text = str(text).strip() if text is not None else ""
-    return text if text and _WORD.match(text) else None
 
 
 def run(cmd, timeout=30, env=None):
@@ -74,90 +65,6 @@ def run(cmd, timeout=30, env=None):
     except (OSError, ValueError, subprocess.SubprocessError):
         return None
     return proc.returncode, proc.stdout, proc.stderr
-
-
-# ---------------------------------------------------------------- pure parsers
-
-
-def parse_os_release(text):
-    """PRETTY_NAME of an /etc/os-release text ("Debian GNU/Linux 12 (bookworm)"), else
-    "NAME VERSION_ID", else None."""
-    values = {}
-    for line in text.splitlines():
-        if "=" not in line or line.lstrip().startswith("#"):
-            continue
-        key, _, value = line.partition("=")
-        value = value.strip()
-        try:
-            value = " ".join(shlex.split(value))
-        except ValueError:
-            value = value.strip("\"'")
-        values[key.strip()] = value
-    if values.get("PRETTY_NAME"):
-        return one_line(values["PRETTY_NAME"])
-    name = " ".join(v for v in (values.get("NAME"), values.get("VERSION_ID")) if v)
-    return one_line(name) if name else None
-
-
-def parse_nvcc_version(text):
-    """The version ``nvcc --version`` prints after "V" ("13.0.88"), else its release
-    ("12.1"), else None."""
-    m = re.search(r"release\s+[0-9.]+,\s*V([0-9][0-9.]*[0-9])", text)
-    if m:
-        return m.group(1)
-    m = re.search(r"release\s+([0-9]+\.[0-9]+)", text)
-    return m.group(1) if m else None
-
-
-_PIP_CONFLICT = re.compile(r"^(\S+) (\S+) has requirement (.+), but you have (\S+) (\S+?)\.?$")
-_PIP_MISSING = re.compile(r"^(\S+) (\S+) requires (.+), which is not installed\.?$")
-
-
-def parse_pip_check(text):
-    """The conflicts in ``pip check`` output: a list of {package, version, requires, have}
-    (``have`` None: not installed). Lines of other kinds ("No broken requirements found.",
-    "... is not supported on this platform") are skipped."""
-    found = []
-    for line in text.splitlines():
-        line = line.strip()
-        m = _PIP_CONFLICT.match(line)
-        if m:
-            found.append({"package": m.group(1), "version": version_or_none(m.group(2)),
-                          "requires": one_line(m.group(3)), "have": version_or_none(m.group(5))})
-            continue
-        m = _PIP_MISSING.match(line)
-        if m:
-            found.append({"package": m.group(1), "version": version_or_none(m.group(2)),
-                          "requires": one_line(m.group(3)), "have": None})
-    return found
-
-
-def parse_build_dir_name(name):
-    """(python, cuda) of a torch extensions directory name: "py311_cu121" -> ("3.11",
-    "12.1"), "py310_cpu" -> ("3.10", None); None when ``name`` is not one (a ROCm one,
-    "py311_rocm62", gives cuda None as well)."""
-    m = re.match(r"^py(\d)(\d+)[a-z]*_(cpu|cu(\d+)|rocm\d+)$", name)
-    if not m:
-        return None
-    python = m.group(1) + "." + m.group(2)
-    cuda = None
-    if m.group(4):
-        digits = m.group(4)
-        cuda = digits[:-1] + "." + digits[-1] if len(digits) > 1 else digits
-    return python, cuda
-
-
-def ninja_cxx11_abi(text):
-    """The ``-D_GLIBCXX_USE_CXX11_ABI=0|1`` a build.ninja passes (True/False); None when it
-    passes none (torch >= 2.7 no longer does: it only builds with the C++11 ABI)."""
-    m = re.search(r"-D_GLIBCXX_USE_CXX11_ABI=([01])\b", text)
-    return None if not m else m.group(1) == "1"
-
-
-def ninja_module_file(text, name):
-    """The file a torch extension's build.ninja links (``build cpu_adam.so: link ...``)."""
-    m = re.search(r"^build\s+(\S+?\.(?:so|pyd|dylib))\s*:\s*link\b", text, re.MULTILINE)
-    return m.group(1) if m else name + ".so"
 
 
 # ---------------------------------------------------------------- the system
@@ -446,194 +353,6 @@ def torch_version_file():
         return (version.group(1) if version else None,
                 cuda.group(1) if cuda else "unknown")
     return None
-
-
-def nccl_text(version):
-    """torch.cuda.nccl.version() as text: (2, 27, 3) -> "2.27.3"; the int older torch gives
-    (NCCL_VERSION_CODE: 21805 -> "2.18.5", 2708 -> "2.7.8") too."""
-    if isinstance(version, tuple):
-        return ".".join(str(v) for v in version[:3])
-    version = int(version)
-    if version >= 1 << 32:
-        return f"{version >> 32}.{(version >> 16) & 65535}.{version & 65535}"
-    if version >= 10000:
-        return f"{version // 10000}.{version // 100 % 100}.{version % 100}"
-    return f"{version // 1000}.{version // 100 % 10}.{version % 100}"
-
-
-def child_torch_facts(torch):
-    """The facts an imported torch gives (runs in the child)."""
-    facts = {"torch": str(torch.__version__)}
-    cuda = getattr(torch.version, "cuda", None)
-    facts["torch_cuda"] = str(cuda) if cuda else None
-    with contextlib.suppress(Exception):
-        facts["torch_cxx11_abi"] = bool(torch._C._GLIBCXX_USE_CXX11_ABI)
-    if not cuda:  # a CPU (or ROCm) build: no NCCL, no CUDA archs
-        facts["torch_nccl"] = None
-        facts["torch_arch_list"] = None
-        return facts
-    with contextlib.suppress(Exception):  # ncclGetVersion needs no GPU
-        facts["torch_nccl"] = nccl_text(torch.cuda.nccl.version())
-    try:  # torch.cuda.get_arch_list() answers [] without a GPU (torch < 2.6); this does not
-        flags = torch._C._cuda_getArchFlags()
-        facts["torch_arch_list"] = flags.split() if flags else None
-    except Exception:
-        pass
-    return facts
-
-
-def child_main(tasks):
-    """Run ``tasks`` (JSON list of ["import", module] / ["load", name, file]) and print one
-    JSON line per task as it starts and ends, so a crash still says where it happened."""
-    real = os.fdopen(os.dup(1), "w")
-    with contextlib.suppress(OSError):
-        os.dup2(2, 1)  # what imports print goes to stderr
-    sys.stdout = sys.stderr
-
-    def say(doc):
-        real.write(json.dumps(doc) + "\n")
-        real.flush()
-
-    import importlib
-    import importlib.machinery
-    import importlib.util
-
-    torch = None
-    for index, task in enumerate(tasks):
-        say({"begin": index})
-        result = {"done": index}
-        try:
-            if task[0] == "import":
-                module = importlib.import_module(task[1])
-                if task[1] == "torch":
-                    torch = module
-                    result["facts"] = child_torch_facts(module)
-            else:
-                if torch is None:
-                    torch = importlib.import_module("torch")
-                try:
-                    load_extension(task[1], task[2])
-                except ImportError as exc:
-                    # an op built to be loaded after another (DeepSpeed's async_io needs
-                    # pin_memory's symbols): load the other cached builds first, globally
-                    if "undefined symbol" not in str(exc) or not task[3:] or not task[3]:
-                        raise
-                    import ctypes
-                    for other in task[3]:
-                        with contextlib.suppress(OSError):
-                            ctypes.CDLL(other, mode=os.RTLD_GLOBAL | os.RTLD_LAZY)
-                    load_extension(task[1], task[2])
-        except BaseException as exc:
-            if isinstance(exc, KeyboardInterrupt):
-                raise
-            result["error"] = describe(exc)
-            if task[0] == "load" and torch is None:
-                result["no_torch"] = True
-        say(result)
-
-
-def load_extension(name, path):
-    """Import the extension module at ``path`` as torch's JIT loader does."""
-    import importlib.machinery
-    import importlib.util
-
-    loader = importlib.machinery.ExtensionFileLoader(name, path)
-    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-
-
-class Budget:
-    def __init__(self, seconds):
-        self.end = time.monotonic() + seconds
-
-    def left(self):
-        return self.end - time.monotonic()
-
-
-def _drain(stream, sink):
-    for line in stream:
-        sink.put(line)
-    sink.put(None)
-
-
-def run_child(cmd, budget, per_task):
-    """Run ``cmd`` (a child printing begin/done lines), each task limited to ``per_task``
-    seconds (and the budget): (its protocol lines, stderr, exit code, the limit it ran past
-    or None)."""
-    lines, errors = queue.Queue(), queue.Queue()
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            stdin=subprocess.DEVNULL, text=True, errors="replace")
-    for stream, sink in ((proc.stdout, lines), (proc.stderr, errors)):
-        threading.Thread(target=_drain, args=(stream, sink), daemon=True).start()
-    seen, timed_out = [], False
-    limit = min(per_task, budget.left())
-    deadline = time.monotonic() + limit
-    while True:
-        try:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            timed_out = True
-            proc.kill()
-            break
-        if line is None:
-            break
-        seen.append(line)
-        if line.startswith('{"begin"'):  # a new task: a new time limit
-            limit = min(per_task, budget.left())
-            deadline = time.monotonic() + limit
-    code = proc.wait()
-    stderr = []
-    with contextlib.suppress(queue.Empty):
-        while True:
-            item = errors.get(timeout=1 if not timed_out else 0.1)
-            if item is None:
-                break
-            stderr.append(item)
-    return seen, "".join(stderr), code, limit if timed_out else None
-
-
-def run_tasks(tasks, budget, per_task=60):
-    """Results of ``tasks`` run in children of this script: {index: result}; a child that
-    crashes or hangs (more than ``per_task`` seconds on one task) gives its task an error and
-    the rest go on in a new child, while the budget lasts."""
-    results = {}
-    pending = list(range(len(tasks)))
-    while pending and budget.left() > 1:
-        batch = [tasks[i] for i in pending]
-        cmd = [sys.executable, os.path.abspath(__file__), "--child", json.dumps(batch)]
-        try:
-            stdout, stderr, code, timed_out = run_child(cmd, budget, per_task)
-        except OSError:
-            return results
-        started = None
-        for line in stdout:
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if "begin" in doc:
-                started = pending[doc["begin"]]
-            elif "done" in doc:
-                results[pending[doc["done"]]] = doc
-                started = None
-        if started is None and timed_out is None and code != 0:
-            started = next((i for i in pending if i not in results), None)
-        if started is not None:
-            if timed_out is not None:
-                error = f"timed out after {timed_out:.0f} s"
-            else:
-                tail = [ln for ln in (stderr or "").strip().splitlines() if ln.strip()]
-                how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-                error = f"the process died ({how})" + (": " + tail[-1] if tail else "")
-            results[started] = {"error": one_line(error)}
-        elif timed_out is not None:
-            break
-        left = [i for i in pending if i not in results]
-        if len(left) == len(pending):  # no progress: do not start it again
-            break
-        pending = left
-    return results
 
 
 def probe_imports(out, budget):

@@ -33,15 +33,21 @@ from envgen.doctor.snapshot import UNKNOWN, Snapshot
 from envgen.errors import EnvironmentProblem, UsageError
 
 
-def _load_collect_env():
-    spec = importlib.util.spec_from_file_location("collect_env",
-                                                  inside.path("collect_env.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+def _load(name: str):
+    """envgen/inside/<name>.py, loaded as the target runs it (its siblings importable), with
+    sys.path as it was afterwards."""
+    saved = list(sys.path)
+    try:
+        spec = importlib.util.spec_from_file_location(name, inside.path(f"{name}.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path[:] = saved
     return module
 
 
-ce = _load_collect_env()
+ce = _load("collect_env")
+cp = _load("collect_parse")
 
 
 # ---------------------------------------------------------------- pure parsers
@@ -109,11 +115,11 @@ def test_os_release():
 
 
 def test_nccl_version_forms():
-    assert ce.nccl_text((2, 27, 3)) == "2.27.3"
-    assert ce.nccl_text((2, 21, 5, "+cuda12.4")) == "2.21.5"
-    assert ce.nccl_text((2 << 32) | (18 << 16) | 3) == "2.18.3"
-    assert ce.nccl_text(21805) == "2.18.5"
-    assert ce.nccl_text(2708) == "2.7.8"
+    assert cp.nccl_text((2, 27, 3)) == "2.27.3"
+    assert cp.nccl_text((2, 21, 5, "+cuda12.4")) == "2.21.5"
+    assert cp.nccl_text((2 << 32) | (18 << 16) | 3) == "2.18.3"
+    assert cp.nccl_text(21805) == "2.18.5"
+    assert cp.nccl_text(2708) == "2.7.8"
 
 
 def test_nvidia_smi_csv():
