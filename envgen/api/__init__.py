@@ -52,6 +52,9 @@ _EXPORTS = {
     "doctor": "envgen.api._doctor",
     "DoctorRequest": "envgen.api._doctor",
     "DoctorResult": "envgen.api._doctor",
+    "preflight": "envgen.api._preflight",
+    "PreflightRequest": "envgen.api._preflight",
+    "PreflightResult": "envgen.preflight.run",
     "table": "envgen.api._table",
     "TableRequest": "envgen.api._table",
     "TableResult": "envgen.api._table",
@@ -72,6 +75,8 @@ __all__ = [
     "MakeRequest",
     "MakeResult",
     "Matrix",
+    "PreflightRequest",
+    "PreflightResult",
     "Progress",
     "Request",
     "ResolveResult",
@@ -84,6 +89,7 @@ __all__ = [
     "evidence",
     "install",
     "make",
+    "preflight",
     "quiet",
     "resolve",
     "table",
@@ -96,6 +102,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from envgen.api._evidence import EvidenceRequest, EvidenceResult, evidence
     from envgen.api._install import InstallRequest, InstallResult, install
     from envgen.api._make import MakeRequest, MakeResult, make
+    from envgen.api._preflight import PreflightRequest, preflight
     from envgen.api._resolve import ResolveResult, resolve
     from envgen.api._table import TableRequest, TableResult, table
     from envgen.api._verify import VerifyRequest, VerifyResult, verify
@@ -105,6 +112,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from envgen.image.engines import BuildOptions
     from envgen.image.render import ImageOptions
     from envgen.lock.plan import LockOptions
+    from envgen.preflight.run import PreflightResult
     from envgen.resolve.request import Request
 
 

@@ -15,6 +15,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "verify": ("envgen.cli.verify_cmd", "check ops and a multi-process run"),
     "doctor": ("envgen.cli.doctor_cmd",
                "diagnose an environment (live, a snapshot or a pasted report) and say the fix"),
+    "preflight": ("envgen.cli.preflight_cmd",
+                  "check every node of a multi-node job before it launches"),
     "matrix": (None, "show or refresh the compatibility matrix"),
 }
 

@@ -1,0 +1,139 @@
+"""The master: MASTER_ADDR resolves and is reachable from every node, and MASTER_PORT is free
+on the master and reachable through any firewall — shown with a real listener on the master
+port and a real connection from every node, not inferred.
+
+Input: the master's runner, every node's runner, the address and port, each node's source
+address when a *_SOCKET_IFNAME picks one. Output: findings, and the nodes that were lost.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from envgen.doctor.findings import Finding
+from envgen.preflight.remote import Runner, program
+
+__all__ = ["MasterCheck", "master_node", "port_taken", "reach"]
+
+
+def master_node(master_addr: str, facts: dict[str, dict], resolved: dict[str, list[str]]
+                ) -> str | None:
+    """The node of the job that is the master: named so, or holding the address it resolves
+    to; None when the master is not one of the nodes checked."""
+    if master_addr in facts:
+        return master_addr
+    wanted = set(resolved.get(master_addr) or []) | {master_addr}
+    for node, doc in facts.items():
+        if wanted & set(doc.get("local_addresses") or []):
+            return node
+        if doc.get("hostname") == master_addr:
+            return node
+    return None
+
+
+def port_taken(catalog, master: str, port: int, doc: dict) -> Finding | None:
+    info = doc.get("port") or {}
+    if info.get("free") is not False:
+        return None
+    holder = info.get("holder")
+    return catalog.finding(
+        "master-port-taken",
+        f"MASTER_PORT {port} is already in use on the master {master}"
+        + (f" (by {holder})" if holder else "") + f": {info.get('error') or 'bind failed'}",
+        {"node": master, "port": port, "error": info.get("error"), "holder": holder},
+        f"stop what holds port {port} on {master} (a rank of an earlier job still running?), "
+        "or pick a free port: MASTER_PORT=<port> (DeepSpeed: --master_port, torchrun: "
+        "--master-port)",
+        f"ssh {master} ss -ltnp 'sport = :{port}'")
+
+
+@dataclass(frozen=True)
+class MasterCheck:
+    findings: tuple[Finding, ...]
+    lost: tuple[str, ...]  # nodes that stopped answering during the check
+    listened: bool  # the listener ran on the master (False: it could not be started)
+
+
+def reach(catalog, master_runner: Runner, runners: list[Runner], *, master_addr: str,
+          port: int, sources: dict[str, str | None], timeout: float, listen_seconds: float
+          ) -> MasterCheck:
+    """A listener on the master port, then a connection to MASTER_ADDR:MASTER_PORT from every
+    node (from the *_SOCKET_IFNAME address where one is set)."""
+    text = program("node_probe.py")
+    listener = master_runner.start(text, ["listen", "--port", str(port), "--seconds",
+                                          f"{listen_seconds:.0f}", "--expect",
+                                          str(len(runners))])
+    first = listener.first_json(timeout)
+    if not first or not first.get("listening"):
+        ended = listener.kill()
+        if first and "listening" in first:
+            finding = port_taken(catalog, master_runner.node, port,
+                                 {"port": {"free": False, "error": first.get("error"),
+                                           "holder": first.get("holder")}})
+            return MasterCheck((finding,) if finding else (), (), False)
+        return MasterCheck((catalog.finding(
+            "node-lost", f"the master {master_runner.node} stopped answering: the listener on "
+            f"port {port} did not start within {timeout:.0f} s",
+            {"node": master_runner.node, "stderr": ended.stderr[-500:]},
+            f"check that {master_runner.node} is up (`ssh {master_runner.node} true`) and "
+            "run the preflight again", None),), (master_runner.node,), False)
+
+    def one(runner: Runner):
+        argv = ["connect", "--host", master_addr, "--port", str(port), "--timeout",
+                f"{max(1.0, timeout - 5):.0f}"]
+        if sources.get(runner.node):
+            argv += ["--source", sources[runner.node]]
+        return runner.run(text, argv, timeout=timeout + 10)
+
+    with ThreadPoolExecutor(max_workers=min(32, len(runners))) as pool:
+        outcomes = list(pool.map(one, runners))
+    listener.kill()
+    out, lost = [], []
+    for runner, outcome in zip(runners, outcomes):
+        doc = outcome.last_json()
+        if doc is None:
+            lost.append(runner.node)
+            out.append(catalog.finding(
+                "node-lost", f"{runner.node} stopped answering during the master check "
+                f"({'no answer within ' + str(int(timeout + 10)) + ' s' if outcome.timed_out else 'ssh exit ' + str(outcome.rc)})",
+                {"node": runner.node, "stderr": outcome.stderr[-500:]},
+                f"check {runner.node} (`ssh {runner.node} true`); the other nodes were still "
+                "checked", None))
+            continue
+        if doc.get("ok"):
+            continue
+        out.append(_connect_finding(catalog, runner.node, doc, master_addr, port,
+                                    sources.get(runner.node)))
+    return MasterCheck(tuple(out), tuple(lost), True)
+
+
+def _connect_finding(catalog, node: str, doc: dict, master_addr: str, port: int,
+                     source: str | None) -> Finding:
+    kind_of = doc.get("kind")
+    error = doc.get("error") or kind_of
+    evidence = {"node": node, "master_addr": master_addr, "port": port, "error": error,
+                "failure": kind_of, "source": source, "seconds": doc.get("seconds")}
+    if source and kind_of in ("bind", "unreachable", "timeout"):
+        return catalog.finding(
+            "ifname-unreaching",
+            f"{node}: from {source} (the address its *_SOCKET_IFNAME selects) "
+            f"{master_addr}:{port} cannot be reached: {error}",
+            evidence, "set *_SOCKET_IFNAME to an interface on the network the master is on",
+            f"ssh {node} ip route get {doc.get('address') or master_addr}")
+    if kind_of in ("resolve", "unreachable"):
+        return catalog.finding(
+            "master-unreachable", f"{node} cannot reach the master {master_addr}: {error}",
+            evidence, f"make {master_addr} resolvable and routable from {node}, or set "
+            "MASTER_ADDR to the master's address on the network all nodes share",
+            f"ssh {node} getent hosts {master_addr}")
+    blocked = "dropped (no answer: a firewall drops it)" if kind_of == "timeout" else \
+        "refused although a listener was running (a firewall rejects it)" \
+        if kind_of == "refused" else error
+    return catalog.finding(
+        "master-port-blocked",
+        f"{node} → {master_addr}:{port}: {blocked}; the ranks cannot rendezvous",
+        evidence, f"open TCP port {port} (and the ports gloo/NCCL pick, or a fixed range) "
+        f"on {master_addr} for the job's nodes, e.g. `iptables -I INPUT -p tcp --dport {port} "
+        "-j ACCEPT` / your cloud security group, or pick a MASTER_PORT that is open",
+        None)

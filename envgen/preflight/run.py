@@ -1,0 +1,392 @@
+"""The preflight of a job, in order: launcher variables, names, SSH, the same environment on
+every node, network settings, the master address and port, a real collective.
+
+Input: a :class:`~envgen.preflight.nodes.Job`, :class:`Options`, the preflight catalog and
+the resolver's facts (for the doctor's judgement of each node). Output: a :class:`PreflightResult`
+— per node what was learnt, the comparison table, the findings (worst first) and the
+collective's result. A check stops only where the later ones cannot run: a node that does not
+resolve or answer is left out of the later steps and named; the others go on.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from envgen.doctor.findings import Finding, ordered
+from envgen.preflight import checks_master, checks_names, checks_network, checks_same
+from envgen.preflight.nodes import Job
+from envgen.preflight.probe import Reply, ask_all
+from envgen.preflight.remote import LocalRunner, Runner, SSHRunner, program
+
+__all__ = ["NodeReport", "Options", "PreflightResult", "preflight"]
+
+COLLECT = ("collect_env.py", "collect_parse.py", "collect_children.py")
+
+
+@dataclass(frozen=True)
+class Options:
+    python: str  # the interpreter of the job's environment, the same path on every node
+    local: bool = False  # this node only (no SSH): `srun envgen preflight --local`
+    ssh: str = "ssh"
+    ssh_options: tuple[str, ...] = ()
+    connect_timeout: float = 10  # ssh ConnectTimeout
+    timeout: float = 120  # each remote step (the snapshot is the longest)
+    collective: bool = True
+    collective_timeout: float = 60
+    backend: str = "auto"  # auto | gloo | nccl
+    device: str = "auto"  # auto | gpu | cpu: what slots are counted against
+    size_mb: float = 16  # the collective's bandwidth tensor
+    forwarded: dict[str, str] = field(default_factory=dict)  # exported to every rank
+    frameworks: tuple[str, ...] = ()
+    ifname: str | None = None  # --ifname: GLOO/NCCL_SOCKET_IFNAME for the job
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    name: str
+    slots: int | None
+    status: str  # ok | unresolved | unreachable (ssh) | lost | unknown env
+    address: str | None = None  # as the launching node resolves it
+    facts: dict | None = None
+    snapshot: Any = None  # envgen.doctor.snapshot.Snapshot
+    problem: str | None = None  # the kind that says why it was left out
+    seconds: float | None = None  # how long its facts took
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "slots": self.slots, "status": self.status,
+                "address": self.address, "problem": self.problem,
+                "seconds": None if self.seconds is None else round(self.seconds, 2),
+                "facts": self.facts,
+                "snapshot": self.snapshot.to_dict() if self.snapshot is not None else None}
+
+
+@dataclass(frozen=True)
+class PreflightResult:
+    job: Job
+    nodes: tuple[NodeReport, ...]
+    findings: tuple[Finding, ...]
+    table: tuple[checks_same.Row, ...]
+    collective: Any  # envgen.preflight.collective.CollectiveResult | None
+    master: str | None  # the node that is the master, when it is one of them
+    mode: str  # gpu | cpu
+    steps: tuple[tuple[str, float], ...]  # (check, seconds)
+    local: bool = False
+
+    @property
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity == "error")
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"schema": 1, "ok": self.ok, "job": self.job.to_dict(), "mode": self.mode,
+                "master": self.master, "local": self.local,
+                "findings": [f.to_dict() for f in self.findings],
+                "nodes": [n.to_dict() for n in self.nodes],
+                "table": [r.to_dict() for r in self.table],
+                "collective": self.collective.to_dict() if self.collective else None,
+                "steps": [{"check": name, "seconds": round(s, 2)} for name, s in self.steps]}
+
+
+def _runners(nodes: list[str], options: Options) -> dict[str, Runner]:
+    if options.local:
+        return {n: LocalRunner(n, options.python) for n in nodes}
+    return {n: SSHRunner(n, options.python, connect_timeout=options.connect_timeout,
+                         ssh=options.ssh, options=options.ssh_options) for n in nodes}
+
+
+def _reply_finding(catalog, reply: Reply, step: str, options: Options) -> Finding:
+    node, kind, detail = reply.node, reply.problem or "ssh-failed", reply.detail
+    how = f"`ssh -o BatchMode=yes {node} true`"
+    fixes = {
+        "ssh-auth-failed": f"install the launching node's public key on {node}: "
+        f"`ssh-copy-id {node}` (passwordless SSH is what DeepSpeed's and MPI launchers use)",
+        "ssh-host-key": f"verify {node}'s host key and add it to ~/.ssh/known_hosts "
+        f"(`ssh-keyscan {node} >> ~/.ssh/known_hosts` once you trust it; a changed key: "
+        f"`ssh-keygen -R {node}` first)",
+        "ssh-unreachable": f"{node} is down or unreachable (check it is up, its network, and "
+        "that sshd listens); it was left out of the later checks",
+        "ssh-refused": f"start sshd on {node} (or give its port with --ssh-option -p PORT)",
+        "host-unresolved": f"make {node} resolvable on the launching node",
+        "python-missing": f"install the job's environment at the same path on {node} (the "
+        f"launchers start {options.python} there), or give the path with --python",
+        "node-lost": f"check {node} (`ssh {node} true`) and run the preflight again; the other "
+        "nodes were still checked",
+    }
+    if options.local:
+        how = f"`{options.python} -V`"
+    verb = "did not answer" if step == "facts" else "stopped answering"
+    return catalog.finding(
+        kind, f"{node} {verb} ({step}): {detail}",
+        {"node": node, "step": step, "detail": detail, "exit_code": reply.outcome.rc,
+         "seconds": round(reply.outcome.seconds, 1)},
+        fixes.get(kind, f"run {how} by hand on the launching node and fix what it says"),
+        None if options.local else f"ssh -o BatchMode=yes {node} true")
+
+
+def _snapshot(doc: dict, facts: dict | None) -> Any:
+    from envgen.doctor.collect import parse_nvidia_smi
+    from envgen.doctor.snapshot import Snapshot
+
+    doc = dict(doc)
+    smi = (facts or {}).get("nvidia_smi") or {}
+    if smi.get("rc") == 0 and smi.get("stdout"):
+        driver, gpus = parse_nvidia_smi(smi["stdout"])
+        if driver:
+            doc.update(driver=driver, gpus=gpus)
+    elif facts is not None and not smi.get("path") and not facts.get("dev_nvidia"):
+        doc.update(driver=None, gpus=[])
+    return Snapshot.from_dict(doc, source="a node's snapshot")
+
+
+def preflight(job: Job, options: Options, catalog, facts_db=None, *, doctor_catalog=None,
+              index_urls=None, progress: Callable[[str], None] = lambda _m: None) -> PreflightResult:
+    from envgen.errors import UsageError
+
+    findings: list[Finding] = []
+    steps: list[tuple[str, float]] = []
+    clock = time.monotonic()
+
+    def lap(name: str) -> None:
+        nonlocal clock
+        now = time.monotonic()
+        steps.append((name, now - clock))
+        clock = now
+
+    for summary, evidence in _launcher_problems(job):
+        findings.append(catalog.finding(
+            "launcher-vars-inconsistent", summary, evidence,
+            "make the launcher variables agree (WORLD_SIZE = NNODES × NPROC_PER_NODE, each "
+            "RANK below WORLD_SIZE) or unset them and let the launcher set them", None))
+    names = [n.name for n in job.nodes]
+    master_addr = job.master_addr or names[0]
+    lookups = list(dict.fromkeys([*names, master_addr]))
+    here = socket.gethostname()
+    status: dict[str, str] = {n: "ok" for n in names}
+    problem: dict[str, str] = {}
+    resolved: dict[str, list[str]] = {}
+    if not options.local:
+        progress(f"resolving {len(lookups)} name(s) on {here}")
+        answers = checks_names.resolve_here(lookups, timeout=options.connect_timeout)
+        resolved = {n: a for n, (a, _e) in answers.items()}
+        findings += checks_names.from_here(catalog, answers, here, set(names))
+        for n in names:
+            if answers[n][1] is not None:
+                status[n], problem[n] = "unresolved", "host-unresolved"
+        lap("names")
+    live = [n for n in names if status[n] == "ok"]
+    runners = _runners(live, options)
+
+    progress(f"asking {len(live)} node(s) about themselves" + ("" if options.local else
+                                                               " over SSH"))
+    probe_text = program("node_probe.py")
+    csv = ",".join(lookups)
+
+    def facts_args(r: Runner) -> tuple[str, list[str]]:
+        argv = ["facts", "--names", csv]
+        if options.local or r.node == master_addr or r.node == live[0]:
+            argv += ["--port", str(job.master_port)]
+        return probe_text, argv
+
+    facts_limit = options.connect_timeout + 30
+    replies = ask_all(list(runners.values()), facts_args, timeout=facts_limit,
+                      ssh_errors=catalog.ssh_errors, over_ssh=not options.local)
+    facts: dict[str, dict] = {}
+    seconds: dict[str, float] = {}
+    for n, reply in replies.items():
+        seconds[n] = reply.outcome.seconds
+        if reply.ok:
+            facts[n] = reply.doc
+        else:
+            status[n], problem[n] = "unreachable", reply.problem or "ssh-failed"
+            findings.append(_reply_finding(catalog, reply, "facts", options))
+    lap("ssh" if not options.local else "facts")
+
+    if options.ifname and facts and checks_network.missing_everywhere(
+            "GLOO_SOCKET_IFNAME", options.ifname, facts):
+        have = sorted({i for d in facts.values() for i in checks_network.interfaces(d)})
+        raise UsageError(f"--ifname {options.ifname}: no node has an interface of that name",
+                         hint=f"the nodes have: {', '.join(have)}; give one of them",
+                         source="--ifname")
+
+    multi = len(names) > 1
+    forwarded = dict(options.forwarded)
+    ifname_set = any(v in forwarded for v in checks_network.IFNAME_VARS) or any(
+        v in (d.get("env") or {}) for d in facts.values() for v in checks_network.IFNAME_VARS)
+    findings += checks_names.from_nodes(catalog, facts, lookups, multi_node=multi,
+                                        ifname_set=ifname_set)
+    lap("names from every node")
+
+    progress(f"collecting the environment of {len(facts)} node(s) (doctor snapshots)")
+    collect_text = program(*COLLECT)
+    budget = max(10.0, options.timeout - 15)
+    snap_replies = ask_all([runners[n] for n in facts],
+                           lambda _r: (collect_text, ["--budget", f"{budget:.0f}"]),
+                           timeout=options.timeout, ssh_errors=catalog.ssh_errors,
+                           over_ssh=not options.local)
+    snaps = {}
+    for n, reply in snap_replies.items():
+        if reply.ok:
+            try:
+                snaps[n] = _snapshot(reply.doc, facts.get(n))
+                continue
+            except UsageError as exc:
+                reply = Reply(n, None, reply.outcome, "node-env-unknown", str(exc))
+        lost = reply.problem in ("ssh-unreachable", "node-lost", "ssh-failed") and \
+            (reply.outcome.timed_out or reply.outcome.rc == 255)
+        kind = "node-lost" if lost else "node-env-unknown"
+        status[n] = "lost" if lost else "unknown env"
+        problem[n] = kind
+        findings.append(_reply_finding(catalog, Reply(n, None, reply.outcome, kind,
+                                                      reply.detail), "environment", options))
+    rows, differ = checks_same.compare(catalog, snaps, facts) if snaps else ([], [])
+    findings += differ
+    mode = checks_same.device_mode(options.device, snaps)
+    findings += checks_same.slots(catalog, job.nodes, snaps, facts, mode)
+    if facts_db is not None and doctor_catalog is not None and snaps:
+        from envgen.doctor.judge import judge
+
+        diagnoses = {n: judge(s, facts_db, doctor_catalog, frameworks=options.frameworks,
+                              python=options.python, origin=f"node {n}",
+                              index_urls=index_urls)
+                     for n, s in snaps.items()}
+        findings += checks_same.doctor_errors(catalog, diagnoses)
+    lap("same environment")
+
+    reachable = [n for n in names if status[n] in ("ok", "unknown env")]
+    net, chosen = checks_network.settings(catalog, {n: facts[n] for n in reachable}, forwarded,
+                                          mode=mode)
+    findings += net
+    lap("network settings")
+
+    master = checks_master.master_node(master_addr, {n: facts[n] for n in reachable},
+                                       resolved) if reachable else None
+    port_ok = True
+    if master is not None:
+        taken = checks_master.port_taken(catalog, master, job.master_port, facts[master])
+        if taken:
+            findings.append(taken)
+            port_ok = False
+    blocked = False
+    if options.local:
+        pass  # nothing listens on the master before the launch: only the name was checked
+    elif master is None:
+        findings.append(catalog.finding(
+            "check-skipped", f"the master {master_addr} is not one of the nodes answering: its "
+            "port could not be tested with a listener",
+            {"master_addr": master_addr}, "run the preflight with the master among the nodes "
+            "(the first hostfile line, or --master-addr naming one of them)", None))
+    elif port_ok:
+        progress(f"testing {master_addr}:{job.master_port} with a listener on {master}")
+        sources = {n: next(iter(chosen.get(n, {}).values()), None) for n in reachable}
+        check = checks_master.reach(
+            catalog, runners[master], [runners[n] for n in reachable], master_addr=master_addr,
+            port=job.master_port, sources=sources, timeout=options.connect_timeout + 10,
+            listen_seconds=options.connect_timeout * 2 + 30)
+        findings += check.findings
+        blocked = any(f.kind in ("master-port-blocked", "master-unreachable",
+                                 "ifname-unreaching", "master-port-taken")
+                      for f in check.findings)
+        for n in check.lost:
+            status[n], problem[n] = "lost", "node-lost"
+    lap("master address and port")
+
+    result = None
+    if options.collective:
+        result = _collective(catalog, job, options, runners, names, status, snaps, master_addr,
+                             mode, findings, blocked or not port_ok, progress)
+        lap("collective")
+    reports = tuple(NodeReport(n.name, n.slots, status[n.name],
+                               (resolved.get(n.name) or [None])[0], facts.get(n.name),
+                               snaps.get(n.name), problem.get(n.name), seconds.get(n.name))
+                    for n in job.nodes)
+    return PreflightResult(job, reports, ordered(findings), tuple(rows), result, master, mode,
+                     tuple(steps), options.local)
+
+
+def _launcher_problems(job: Job) -> list[tuple[str, dict]]:
+    from envgen.preflight.nodes import launcher_problems
+
+    return launcher_problems(job)
+
+
+def _collective(catalog, job: Job, options: Options, runners: dict[str, Runner],
+                names: list[str], status: dict[str, str], snaps: dict, master_addr: str,
+                mode: str, findings: list[Finding], blocked: bool,
+                progress: Callable[[str], None]) -> Any:
+    from envgen.preflight.collective import run_collective
+
+    if options.local:
+        findings.append(catalog.finding(
+            "check-skipped", "the collective needs every node of the job: run the preflight "
+            "without --local from the launching node", {}, "", None))
+        return None
+    left_out = [n for n in names if status[n] != "ok"]
+    no_torch = [n for n in names if n in snaps and (
+        not snaps[n].torch or (snaps[n].import_errors or {}).get("torch"))]
+    why = None
+    if left_out:
+        why = f"{', '.join(left_out)} could not be checked"
+    elif no_torch:
+        why = f"torch does not import on {', '.join(no_torch)}"
+    elif blocked:
+        why = "the master port is taken or cannot be reached"
+    if why:
+        findings.append(catalog.finding(
+            "check-skipped", f"the collective was not run: {why}",
+            {"reason": why}, "fix the findings above and run the preflight again", None))
+        return None
+    gpus = [checks_same.gpu_count(snaps.get(n)) or 0 for n in names]
+    backend = options.backend
+    if backend == "auto":
+        cuda = all(snaps[n].torch_cuda for n in names if n in snaps)
+        backend = "nccl" if mode == "gpu" and min(gpus) > 0 and cuda else "gloo"
+    nproc = min(gpus) if backend == "nccl" else 1
+    world = len(names) * nproc
+    progress(f"running a {backend} all_reduce across {world} rank(s) on {len(names)} node(s)")
+    result = run_collective([runners[n] for n in names], master_addr=master_addr,
+                            master_port=job.master_port, backend=backend,
+                            timeout=options.collective_timeout, nproc=nproc,
+                            size_mb=options.size_mb, env=options.forwarded)
+    findings.extend(collective_findings(catalog, result))
+    return result
+
+
+def collective_findings(catalog, result) -> list[Finding]:
+    """collective-ok (time, bandwidth), collective-hang (the ranks that did not arrive) or
+    collective-failed (the stage and error, or the wrong value)."""
+    doc = result.to_dict()
+    if result.ok:
+        bw = result.bandwidth or {}
+        said = ""
+        if bw.get("busbw_gbps") is not None:
+            said = (f"; {bw.get('bytes', 0) / 2**20:.0f} MiB all_reduce: median "
+                    f"{bw.get('seconds_median', 0) * 1000:.1f} ms, bus bandwidth "
+                    f"{bw['busbw_gbps']:.2f} GB/s")
+        return [catalog.finding(
+            "collective-ok",
+            f"{result.backend} all_reduce across {result.world_size} ranks returned the "
+            f"expected sum on every rank in {result.seconds:.1f} s{said}",
+            doc, "", None)]
+    if result.missing:
+        who = ", ".join(f"rank {r} ({n})" for r, n in result.missing)
+        return [catalog.finding(
+            "collective-hang",
+            f"the {result.backend} rendezvous hung: {who} did not arrive within "
+            f"{result.seconds:.0f} s while the others waited",
+            doc, "check the named node: is its rank started (ssh, the launcher's command), "
+            "can it reach MASTER_ADDR:MASTER_PORT, is *_SOCKET_IFNAME right there?", None)]
+    bad = [r for r in result.ranks if not r.ok]
+    said = "; ".join(f"rank {r.rank} ({r.node}) at {r.stage_reached}: "
+                     f"{(r.error or ('timed out' if r.timed_out else 'wrong value'))[:300]}"
+                     for r in bad[:4])
+    return [catalog.finding(
+        "collective-failed", f"the {result.backend} all_reduce failed: {said}",
+        doc, "read the error of the first failing rank: an interface name, a port, a "
+        "firewall between the nodes or different torch builds are the usual causes", None)]
