@@ -13,6 +13,9 @@ Python a combination uses).
 - ``collect_env.py`` with ``collect_parse.py`` and ``collect_children.py``: run by
   envgen.doctor.collect under the interpreter `envgen doctor` diagnoses; prints one JSON
   doctor snapshot.
+- ``node_probe.py`` (a node's facts, a port's listen/connect test) and ``collective.py`` (a real
+  rendezvous, checked all_reduce and its bandwidth): sent by envgen.preflight to every node of a
+  job as program text on stdin.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ _HERE = Path(__file__).resolve().parent
 SCRIPTS: tuple[str, ...] = (
     "check-ops.py", "checks_colossalai.py", "checks_common.py", "checks_deepspeed.py",
     "checks_megatron_core.py", "collect_children.py", "collect_env.py", "collect_parse.py",
-    "ops.py", "prune-conda.py", "sitecustomize.py",
+    "collective.py", "node_probe.py", "ops.py", "prune-conda.py", "sitecustomize.py",
     "smoke.py",
 )
 
