@@ -33,7 +33,7 @@ class PreflightRequest:
     master_addr: str | None = None  # default: MASTER_ADDR, else the first node
     master_port: int | str | None = None  # default: MASTER_PORT, else 29500
     local: bool = False  # this node only (no SSH)
-    python: str | None = None  # the job's interpreter on every node (default: the active one's path)
+    python: str | None = None  # the job's interpreter on every node (default: this one's path)
     ssh: str = "ssh"
     ssh_options: tuple[str, ...] = ()
     connect_timeout: float = 10

@@ -147,7 +147,7 @@ def render(result) -> str:
     head = (f"envgen preflight — {len(job.nodes)} node{'s' if len(job.nodes) != 1 else ''} "
             f"from {job.source}; master {job.master_addr or job.nodes[0].name}:{job.master_port}"
             f" ({job.master_from}); {result.mode} job")
-    out = [head, ""] + _table(result)
+    out = [head, "", *_table(result)]
     counts = {s: sum(1 for f in result.findings if f.severity == s)
               for s in ("error", "warning", "info")}
     summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n)

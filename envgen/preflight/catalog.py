@@ -140,11 +140,14 @@ class Catalog:
                             hint=f"add it (id, severity, title, source) to {FILE}") from None
 
     def finding(self, kind_id: str, summary: str, evidence: Mapping[str, Any],
-                fix: str | None, command: str | None = None) -> Finding:
+                fix: str | None, command: str | None = None, *,
+                severity: str | None = None) -> Finding:
         """A finding of kind ``kind_id``: severity, source and pattern from the catalog; ``fix``
-        falls back to the kind's own fix words when ``None``."""
+        falls back to the kind's own fix words when ``None``; ``severity`` overrides the kind's
+        where one case of a kind is milder or graver than its usual one."""
         k = self.kind(kind_id)
-        return Finding(kind=k.id, severity=k.severity, summary=summary, evidence=dict(evidence),
+        return Finding(kind=k.id, severity=severity or k.severity, summary=summary,
+                       evidence=dict(evidence),
                        fix=fix if fix is not None else (k.fix or ""), command=command,
                        source=k.source, pattern=k.pattern)
 

@@ -90,13 +90,14 @@ def reach(catalog, master_runner: Runner, runners: list[Runner], *, master_addr:
         outcomes = list(pool.map(one, runners))
     listener.kill()
     out, lost = [], []
-    for runner, outcome in zip(runners, outcomes):
+    for runner, outcome in zip(runners, outcomes, strict=True):
         doc = outcome.last_json()
         if doc is None:
             lost.append(runner.node)
+            why = (f"no answer within {int(timeout + 10)} s" if outcome.timed_out
+                   else f"ssh exit {outcome.rc}")
             out.append(catalog.finding(
-                "node-lost", f"{runner.node} stopped answering during the master check "
-                f"({'no answer within ' + str(int(timeout + 10)) + ' s' if outcome.timed_out else 'ssh exit ' + str(outcome.rc)})",
+                "node-lost", f"{runner.node} stopped answering during the master check ({why})",
                 {"node": runner.node, "stderr": outcome.stderr[-500:]},
                 f"check {runner.node} (`ssh {runner.node} true`); the other nodes were still "
                 "checked", None))

@@ -118,7 +118,7 @@ def from_nodes(catalog, facts: dict[str, dict], names: list[str], *, multi_node:
                 f"map {own} to the node's network address in {node}:/etc/hosts (replace the "
                 "127.0.1.1 line), or set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the "
                 "interface the nodes share",
-                None, severity=None if severe else "warning"))
+                None, severity="error" if severe else None))
     return out
 
 

@@ -81,4 +81,4 @@ def ask_all(runners: Sequence[Runner], make: Callable[[Runner], tuple[str, list[
     if not runners:
         return {}
     with ThreadPoolExecutor(max_workers=min(32, len(runners))) as pool:
-        return {r.node: reply for r, reply in zip(runners, pool.map(one, runners))}
+        return {r.node: reply for r, reply in zip(runners, pool.map(one, runners), strict=True)}

@@ -15,6 +15,7 @@ instead of prompting) with a bounded connect time and keep-alives, under the use
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -165,14 +166,10 @@ def _kill(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, 9)
     except (OSError, AttributeError):
-        try:
+        with contextlib.suppress(OSError):
             proc.kill()
-        except OSError:
-            pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 class Runner:
@@ -246,7 +243,7 @@ class SSHRunner(Runner):
     def base(self) -> list[str]:
         """The ssh command up to (and including) the node name."""
         return [self.ssh, "-o", "BatchMode=yes",
-                "-o", f"ConnectTimeout={max(1, int(round(self.connect_timeout)))}",
+                "-o", f"ConnectTimeout={max(1, round(self.connect_timeout))}",
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
                 *self.options, self.node]
 

@@ -146,7 +146,8 @@ def _snapshot(doc: dict, facts: dict | None) -> Any:
 
 
 def preflight(job: Job, options: Options, catalog, facts_db=None, *, doctor_catalog=None,
-              index_urls=None, progress: Callable[[str], None] = lambda _m: None) -> PreflightResult:
+              index_urls=None,
+              progress: Callable[[str], None] = lambda _m: None) -> PreflightResult:
     from envgen.errors import UsageError
 
     findings: list[Finding] = []

@@ -7,11 +7,11 @@ from __future__ import annotations
 import copy
 
 import pytest
-from envgen.preflight.catalog import load_catalog
-from envgen.preflight.collective import CollectiveResult, RankResult
 
 from envgen.doctor.snapshot import Snapshot
 from envgen.preflight import checks_master, checks_names, checks_network, checks_same
+from envgen.preflight.catalog import load_catalog
+from envgen.preflight.collective import CollectiveResult, RankResult
 from envgen.preflight.nodes import Node
 from envgen.preflight.run import collective_findings
 
