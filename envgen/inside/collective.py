@@ -33,7 +33,8 @@ ranks; NCCL's communicator is created by the first all_reduce.
 A watchdog thread ends a rank whose stage (rendezvous, then the all_reduces) runs past T + 2 s
 (torch's own timeouts are T; the 2 s let its error, which says more, come first): it prints
 the timeout line and calls ``os._exit(3)``, so a hang is reported, never silent. Exit 0 when
-every rank of this node checked ok.
+every rank of this node checked ok. The same thread writes an empty line each second: once the
+preflight is gone (ssh killed), the write fails and the rank ends at once (exit 4).
 
 ``--nproc N`` > 1 (NCCL: one process per GPU, CUDA device = local rank) forks N processes
 after importing torch (CUDA is first touched in the children; the program arrives on stdin,
@@ -58,6 +59,7 @@ WATCHDOG_MARGIN = 2.0
 JOIN_KEY = "envgen-preflight/joined"
 DONE_KEY = "envgen-preflight/done"
 ABORT_KEY = "envgen-preflight/abort"
+HEARTBEAT = 1.0  # seconds between the empty lines that find out whether anyone still reads
 _print_lock = threading.Lock()
 
 
@@ -100,8 +102,12 @@ class Watchdog:
             self.stage, self.deadline = None, None
 
     def _run(self) -> None:
+        beat = time.monotonic()
         while True:
             time.sleep(0.1)
+            if time.monotonic() - beat >= HEARTBEAT:
+                beat = time.monotonic()
+                self._alive()
             with self._lock:
                 expired = self.deadline is not None and time.monotonic() > self.deadline
                 stage, step = self.stage, self.step
@@ -109,6 +115,19 @@ class Watchdog:
                 emit({"event": "timeout", "rank": self.rank, "stage": stage, "step": step,
                       "seconds": self.timeout, "by": "watchdog"})
                 os._exit(3)
+
+
+    @staticmethod
+    def _alive() -> None:
+        """An empty line every HEARTBEAT seconds (readers skip it): when the preflight is gone
+        (its ssh killed, the pipe closed), writing fails and the rank ends at once instead of
+        holding MASTER_PORT, or blocking in a rendezvous, until its own timeout."""
+        try:
+            with _print_lock:
+                sys.stdout.write("\n")
+                sys.stdout.flush()
+        except OSError:  # BrokenPipeError: Python ignores SIGPIPE and raises instead
+            os._exit(4)
 
 
 def join(store, rank: int, world: int, deadline: float, timeout: float) -> None:

@@ -61,6 +61,16 @@ def emit(obj: dict) -> None:
     sys.stdout.flush()
 
 
+def alive() -> None:
+    """Write an empty line (readers skip it); end the process when nobody reads any more: ssh
+    gone means the preflight gave up on us, and the port must not stay taken after it."""
+    try:
+        sys.stdout.write("\n")
+        sys.stdout.flush()
+    except OSError:  # BrokenPipeError: Python ignores SIGPIPE and raises instead
+        os._exit(4)
+
+
 def err_text(exc: BaseException) -> str:
     text = str(exc)
     return text if text else type(exc).__name__
@@ -385,6 +395,7 @@ def listen(port: int, seconds: float, expect) -> int:
             if left <= 0:
                 break
             sock.settimeout(min(left, 0.5))
+            alive()
             try:
                 conn, addr = sock.accept()
             except socket.timeout:  # noqa: UP041 (not a TimeoutError before Python 3.10)

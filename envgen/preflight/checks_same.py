@@ -17,6 +17,10 @@ from envgen.doctor.snapshot import UNKNOWN, Snapshot
 __all__ = ["Row", "compare", "device_mode", "doctor_errors", "gpu_count", "slots"]
 
 NOT_INSTALLED = "not installed"
+# Rows where nodes may differ and the job still run (a driver update rolled out to half the
+# nodes, a node with fewer GPUs and fewer slots): a difference is a warning. Any other key row
+# differing means the ranks run different software: an error.
+HARDWARE = ("driver", "GPUs", "GPU model")
 
 
 @dataclass(frozen=True)
@@ -113,7 +117,8 @@ def compare(catalog, snaps: dict[str, Snapshot], facts: dict[str, dict]
             out.append(catalog.finding(
                 "node-env-differs", f"{label} differs between the nodes: {said}",
                 {"field": label, "values": values},
-                _fix(label, groups), None))
+                _fix(label, groups), None,
+                severity=None if label in HARDWARE else "error"))
     return rows, out
 
 

@@ -12,7 +12,7 @@ option, with the fix.
 Where the nodes come from (the first that applies; ``--hostfile``, ``--hosts`` and ``--local``
 exclude each other):
 
-1. ``--hostfile FILE``: DeepSpeed's hostfile, one ``HOST slots=N`` a line (read as
+1. ``--hostfile FILE``: DeepSpeed's hostfile, one ``HOST slots=N`` per line (read as
    ``deepspeed/launcher/runner.py`` ``fetch_hostfile``/``_parse_hostfile`` reads it; DeepSpeed
    v0.19.5, commit cf44300453eb, unchanged through edaa7221 of August 2026 — see
    :func:`parse_hostfile` for where this module is stricter, and why).
@@ -118,7 +118,7 @@ class Job:
 
 # ---------------------------------------------------------------- DeepSpeed hostfile
 
-_HOSTFILE_HINT = ("write one `HOST slots=N` a line (N: the ranks to start there, usually its "
+_HOSTFILE_HINT = ("write one `HOST slots=N` per line (N: the ranks to start there, usually its "
                   "GPUs), e.g. `worker-1 slots=8`; `#` starts a comment")
 _EXTRA = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=\S+")  # e.g. OpenMPI's max_slots=N
 _LINES = re.compile(r"\r\n|\r|\n")  # Python's universal newlines, as DeepSpeed's readlines()
@@ -173,7 +173,7 @@ def parse_hostfile(text: str, where: str) -> tuple[Node, ...]:
             raise UsageError(f"{where} line {number}: unexpected {' '.join(odd)!r} after "
                              f"slots={value} (in {line!r}); DeepSpeed ignores the rest of a "
                              "line, so a second host there would be dropped",
-                             hint="one host a line: `HOST slots=N`, then at most a `# comment`",
+                             hint="one host per line: `HOST slots=N`, then at most a `# comment`",
                              source=where_line)
         if host in seen:
             # DeepSpeed raises too: "Hostfile contains multiple entries for {host}, unable to

@@ -30,21 +30,16 @@ cpu_adam's 1-1.5 min, pin_memory's <1 min; each step prints its time (-s).
 
 from __future__ import annotations
 
-import glob
 import json
-import os
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from packaging.version import Version
 from support.broken_envs import common
 from support.broken_envs.common import Container, doctor
 
 pytestmark = [pytest.mark.docker, pytest.mark.broken_env]
 
 HERE = common.REPO / "tests" / "support" / "broken_envs" / "cpu"
-CPU_TORCH_WHEELS = os.environ.get("ENVGEN_TEST_CPU_TORCH_WHEELS", "/opt/wheels")
 IMAGES = {  # Dockerfile target -> tag
     "libaio-missing": "envgen-test/broken-cpu-libaio:1",
     "ninja-missing": "envgen-test/broken-cpu-ninja:1",
@@ -71,22 +66,12 @@ def step(name: str):
     return common.step(name, prefix="broken-cpu")
 
 
-def torch_wheel() -> Path | None:
-    """The newest CPU torch wheel for CPython 3.11 in /opt/wheels (by its version; the folder can
-    be moved with $ENVGEN_TEST_CPU_TORCH_WHEELS), or None."""
-    found = glob.glob(os.path.join(CPU_TORCH_WHEELS, "torch-*+cpu-cp311-*.whl"))
-    return Path(max(found, key=lambda p: Version(os.path.basename(p).split("-")[1]))) \
-        if found else None
-
-
 @pytest.fixture(scope="module")
 def images(tmp_path_factory) -> Iterator[dict[str, str]]:
     """Build the four images (one context, shared layers); their tags by target."""
     with step("docker-up"):
         base = common.docker_base()
-    wheel = torch_wheel()
-    if wheel is None:
-        common.unavailable(f"no torch-*+cpu-cp311-*.whl in {CPU_TORCH_WHEELS}")
+    wheel = common.cpu_torch_wheel()
     ctx = common.make_context(tmp_path_factory.mktemp("broken-cpu") / "context",
                               HERE / "Dockerfile", {f"cpu-wheels/{wheel.name}": wheel})
     for target, tag in IMAGES.items():

@@ -8,6 +8,8 @@
   Dockerfile, this host's proxy CA certificates (``ca/``, copied at test time, never committed),
   envgen's dependencies (``requirements-envgen.txt``) and a wheel of the working tree
   (``wheels/``).
+- :func:`cpu_torch_wheel` () -> the newest CPU torch wheel for CPython 3.11 (skips, or fails with
+  ENVGEN_REQUIRE_DOCKER=1, when there is none).
 - :func:`build` (context, target, tag) -> seconds ``docker build`` took (BuildKit, host network);
   raises with the log's tail when it fails.
 - :class:`Container`: ``docker run -d IMAGE sleep infinity`` (the default bridge network unless
@@ -32,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
 try:
     import tomllib
@@ -103,6 +106,16 @@ def make_context(folder: Path, dockerfile: Path, extra: dict[str, Path] | None =
         (folder / inside).parent.mkdir(parents=True, exist_ok=True)
         _link_or_copy(host, folder / inside)
     return folder
+
+
+def cpu_torch_wheel() -> Path:
+    """The newest CPU torch wheel for CPython 3.11 in /opt/wheels (by its version; the folder can
+    be moved with $ENVGEN_TEST_CPU_TORCH_WHEELS)."""
+    folder = os.environ.get("ENVGEN_TEST_CPU_TORCH_WHEELS", "/opt/wheels")
+    found = glob.glob(os.path.join(folder, "torch-*+cpu-cp311-*.whl"))
+    if not found:
+        unavailable(f"no torch-*+cpu-cp311-*.whl in {folder}")
+    return Path(max(found, key=lambda p: Version(os.path.basename(p).split("-")[1])))
 
 
 def build(context: Path, target: str, tag: str, base: str, timeout: int = 3000) -> float:
