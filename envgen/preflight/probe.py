@@ -53,10 +53,11 @@ def classify(outcome: Outcome, ssh_errors: Sequence[tuple[re.Pattern, str]], *,
                 line = next((ln for ln in err.splitlines() if regex.search(ln)), m.group(0))
                 return kind, line.strip()
         return "ssh-failed", _tail(err) or f"ssh exited {SSH_FAILED}"
+    missing = rf"{re.escape(python)}( on this node)?: (No such file|not found)"
+    if outcome.rc == 127 or re.search(missing, err):
+        return "python-missing", _tail(err) or f"{python}: not found"
     if outcome.rc is None:
         return "ssh-failed" if over_ssh else "node-lost", _tail(err) or "could not be started"
-    if outcome.rc == 127 or re.search(rf"{re.escape(python)}: (No such file|not found)", err):
-        return "python-missing", _tail(err) or f"{python}: not found"
     return None, ""
 
 

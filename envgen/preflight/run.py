@@ -224,7 +224,8 @@ def preflight(job: Job, options: Options, catalog, facts_db=None, *, doctor_cata
                                         ifname_set=ifname_set)
     lap("names from every node")
 
-    progress(f"collecting the environment of {len(facts)} node(s) (doctor snapshots)")
+    if facts:
+        progress(f"collecting the environment of {len(facts)} node(s) (doctor snapshots)")
     collect_text = program(*COLLECT)
     budget = max(10.0, options.timeout - 15)
     snap_replies = ask_all([runners[n] for n in facts],
