@@ -73,7 +73,7 @@ def preflight(request: PreflightRequest, *, matrix: Matrix | None = None,
         timeout=request.timeout, collective=request.collective,
         collective_timeout=request.collective_timeout, backend=request.backend,
         device=request.device, size_mb=request.size_mb, forwarded=forwarded,
-        frameworks=request.frameworks, ifname=request.ifname)
+        frameworks=request.frameworks, ifname=request.ifname, environ=environ)
     return run(job, options, catalog, matrix.facts,
                doctor_catalog=load_doctor_catalog(matrix.matrix_dir),
                index_urls=matrix.index_urls(), progress=progress)

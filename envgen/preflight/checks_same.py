@@ -59,7 +59,7 @@ def _fields(snaps: dict[str, Snapshot], facts: dict[str, dict]
     fields: list[tuple[str, bool, Callable[[str], str | None]]] = [
         ("Python", True, lambda n: _or_unknown(snaps[n].python, str)),
         ("torch", True, lambda n: _or_unknown(snaps[n].torch, lambda v: v or NOT_INSTALLED)),
-        ("torch imports", True, lambda n: _torch_import(snaps[n])),
+        ("torch imports", False, lambda n: _torch_import(snaps[n])),  # import_failed says it
         ("torch CUDA", True, lambda n: None if snaps[n].torch is UNKNOWN
          or snaps[n].torch_cuda is UNKNOWN else (snaps[n].torch_cuda or "CPU build")),
         ("torch NCCL", True, lambda n: _or_unknown(snaps[n].torch_nccl,

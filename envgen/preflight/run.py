@@ -14,10 +14,17 @@ import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from envgen.doctor.findings import Finding, ordered
-from envgen.preflight import checks_master, checks_names, checks_network, checks_same
+from envgen.preflight import (
+    checks_launcher,
+    checks_master,
+    checks_names,
+    checks_network,
+    checks_same,
+)
 from envgen.preflight.nodes import Job
 from envgen.preflight.probe import Reply, ask_all
 from envgen.preflight.remote import LocalRunner, Runner, SSHRunner, program
@@ -43,6 +50,10 @@ class Options:
     forwarded: dict[str, str] = field(default_factory=dict)  # exported to every rank
     frameworks: tuple[str, ...] = ()
     ifname: str | None = None  # --ifname: GLOO/NCCL_SOCKET_IFNAME for the job
+    # the launching shell's variables and directory: where DeepSpeed's runner looks for its
+    # .deepspeed_env (DS_ENV_FILE; ~ and .)
+    environ: dict[str, str] = field(default_factory=dict)
+    cwd: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -265,6 +276,10 @@ def preflight(job: Job, options: Options, catalog, facts_db=None, *, doctor_cata
     net, chosen = checks_network.settings(catalog, {n: facts[n] for n in reachable}, forwarded,
                                           mode=mode)
     findings += net
+    if multi and job.source.startswith("hostfile"):  # DeepSpeed's runner will launch it
+        findings += checks_launcher.not_forwarded(
+            catalog, forwarded, options.environ, cwd=options.cwd or Path.cwd(),
+            home=Path(options.environ.get("HOME") or Path.home()))
     lap("network settings")
 
     master = checks_master.master_node(master_addr, {n: facts[n] for n in reachable},

@@ -111,11 +111,16 @@ def test_a_node_with_another_torch(catalog, cluster):
     rows, found = checks_same.compare(
         catalog, snaps(node2={"torch": "2.14.1", "import_errors": {"torch": "OSError: x"}}),
         cluster)
-    kinds = {(f.kind, f.evidence["field"]) for f in found}
-    assert ("node-env-differs", "torch") in kinds and ("node-env-differs", "torch imports") in kinds
-    torch = next(f for f in found if f.evidence["field"] == "torch")
-    assert "2.14.1 on node2" in torch.summary and "node2" in torch.fix
-    assert {r.field for r in rows if r.differs} >= {"torch", "torch imports"}
+    # the failed import is shown in the table; the doctor's import_failed is its finding
+    assert [(f.kind, f.evidence["field"], f.severity) for f in found] == [
+        ("node-env-differs", "torch", "error")]
+    assert "2.14.1 on node2" in found[0].summary and "node2" in found[0].fix
+    assert {r.field for r in rows if r.differs} == {"torch", "torch imports"}
+
+
+def test_a_driver_difference_is_a_warning(catalog, cluster):
+    _, found = checks_same.compare(catalog, snaps(node1={"driver": "570.86.15"}), cluster)
+    assert [(f.evidence["field"], f.severity) for f in found] == [("driver", "warning")]
 
 
 def test_frameworks_and_lock_hash_are_compared(catalog, cluster):
@@ -232,3 +237,33 @@ def test_collective_findings(catalog):
     found = collective_findings(catalog, _result(ranks=wrong))
     assert [f.kind for f in found] == ["collective-failed"] and "expected 6.0" in \
         found[0].summary
+
+
+# ------------------------------------------------------------------ what the launcher carries
+
+def test_a_variable_deepspeeds_runner_drops_is_named(catalog, tmp_path):
+    from envgen.preflight import checks_launcher
+
+    exported = {"GLOO_SOCKET_IFNAME": "eth1", "NCCL_DEBUG": "INFO", "TP_SOCKET_IFNAME": "eth1"}
+    found = checks_launcher.not_forwarded(catalog, exported, {}, cwd=tmp_path, home=tmp_path)
+    assert [f.evidence["variable"] for f in found] == ["GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"]
+    assert all(f.kind == "env-not-forwarded" and f.severity == "warning" for f in found)
+    assert found[0].command == "echo 'GLOO_SOCKET_IFNAME=eth1' >> ~/.deepspeed_env"
+    assert "NCCL*" in found[0].summary  # what it does export, from the catalog
+
+
+def test_deepspeed_env_lines_are_forwarded_from_home_or_cwd(catalog, tmp_path):
+    from envgen.preflight import checks_launcher
+
+    home, cwd = tmp_path / "home", tmp_path / "job"
+    home.mkdir()
+    cwd.mkdir()
+    (home / ".deepspeed_env").write_text("GLOO_SOCKET_IFNAME=eth1\n# TP_SOCKET_IFNAME=x\n")
+    exported = {"GLOO_SOCKET_IFNAME": "eth1", "TP_SOCKET_IFNAME": "eth1"}
+    found = checks_launcher.not_forwarded(catalog, exported, {}, cwd=cwd, home=home)
+    assert [f.evidence["variable"] for f in found] == ["TP_SOCKET_IFNAME"]  # a comment is not
+    assert found[0].evidence["env_files"] == [str(home / ".deepspeed_env")]
+    (cwd / "my.env").write_text("TP_SOCKET_IFNAME=eth1\n")
+    found = checks_launcher.not_forwarded(catalog, exported, {"DS_ENV_FILE": "my.env"},
+                                          cwd=cwd, home=home)
+    assert found and found[0].evidence["variable"] == "GLOO_SOCKET_IFNAME"  # ~/my.env: none
