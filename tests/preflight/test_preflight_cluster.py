@@ -10,6 +10,7 @@ the launching node, over real SSH, exactly as a user runs it before `deepspeed -
     MASTER_PORT taken                  a process listens on node0:29500     master-port-taken
     MASTER_PORT blocked                iptables drops node0:29500           master-port-blocked
     a wrong socket interface           GLOO_SOCKET_IFNAME=eth9              ifname-missing
+                                       --ifname eth9                        exit 2, the names
     a host that does not resolve       --hosts node0,node1,nodeX            host-unresolved
     a hostfile typo                    `node1 slot=2`                       exit 2, its line
     more slots than GPUs               slots=2, --device gpu                slots-exceed-gpus
@@ -31,6 +32,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from support.broken_envs import common
 from support.cluster import cluster as harness
 from support.cluster.cluster import Cluster
 
@@ -85,6 +87,9 @@ def test_healthy_cluster_passes(cluster):
 
 
 def test_a_node_with_another_torch_and_a_tiny_shm(images):
+    if "node-other-torch" not in images:
+        common.unavailable(f"{harness.OTHER_TORCH} is missing (set ENVGEN_TEST_OTHER_TORCH to "
+                           "a torch wheel for CPython 3.11 other than the CPU build)")
     with Cluster(3, images["node"], images={"node2": images["node-other-torch"]},
                  shm={"node1": "1m"}) as c:
         rc, doc = run(c, *HOSTS, "--no-collective")
@@ -147,6 +152,14 @@ def test_a_socket_interface_no_node_has(cluster):
     missing = finding(doc, "ifname-missing")
     assert "eth9" in missing["summary"]
     assert "eth0" in missing["fix"] or "eth0" in str(missing["evidence"])
+
+
+def test_an_interface_no_node_has_is_a_usage_error(cluster):
+    rc, doc, _ = cluster.preflight(*HOSTS, "--ifname", "eth9")
+    assert rc == 2
+    assert doc["error"]["source"] == "--ifname"
+    assert "no node has an interface of that name" in doc["error"]["message"]
+    assert "eth0" in doc["error"]["fix"]  # what the nodes do have
 
 
 def test_a_host_that_does_not_resolve(cluster):
