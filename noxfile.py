@@ -236,8 +236,10 @@ def publish(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def docs(session: nox.Session) -> None:
-    """Build the docs site (docs/, mkdocs.yml) into site/ with the current table."""
-    session.install("-e", ".", "mkdocs>=1.6")
+    """Build the docs site (docs/, mkdocs.yml) into site/ with the current table and selector
+    data (`envgen table --write`); the CLI reference and the commands' outputs are generated
+    at build by docs/hooks/."""
+    session.install("-e", ".", "mkdocs>=1.6", "mkdocs-material>=9.5")
     session.run("envgen", "table", "--write")
     session.run("mkdocs", "build", "--strict", *session.posargs)
 

@@ -157,6 +157,16 @@ def _clear_stale_temps(path: Path) -> None:
                 stray.unlink(missing_ok=True)
 
 
+def _mode_for(path: Path) -> int:
+    """The mode the file has, or a new file's under the umask (as ``open()`` would give)."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except OSError:
+        mask = os.umask(0o022)
+        os.umask(mask)
+        return 0o666 & ~mask
+
+
 def _temp_file(path: Path, data: bytes, durable: bool, source: str | None) -> str:
     """``data`` in a new temporary file beside ``path``; its name."""
     _clear_stale_temps(path)
@@ -166,6 +176,7 @@ def _temp_file(path: Path, data: bytes, durable: bool, source: str | None) -> st
     except OSError as exc:
         raise _wrap(exc, "writing", path, source) from None
     try:
+        os.fchmod(fd, _mode_for(path))  # mkstemp's 0600 would make every output private
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             if durable:

@@ -2,7 +2,7 @@
 combination with records, plus the resolver's best combination per framework × torch × CUDA of
 each framework's latest release; each row with its evidence tier, status, the records that
 prove it and upstream citations. With ``write``: the Markdown page, the JSON and the README
-block, written together or not at all.
+block and the selector's data (docs/selector.json), written together or not at all.
 
 Input: TableRequest (where the outputs go, where records are read from). Output: TableResult
 (the typed Table; the rendered page and JSON; which files were written or unchanged).
@@ -15,6 +15,8 @@ from pathlib import Path
 
 from envgen.api.progress import Progress, quiet
 from envgen.facts.matrix import Matrix
+from envgen.results.selector import render_selector_json, selector_data
+from envgen.results.store import load_many
 from envgen.results.table import (
     Table,
     Written,
@@ -32,6 +34,9 @@ class TableRequest:
     data_file: Path = Path("docs/compatibility.json")
     readme: Path = Path("README.md")  # JSON evidence paths are relative to its folder
     results_dirs: tuple[Path, ...] | None = None  # default: the matrix's and the data dir's
+    # the docs page's selector data (every feasible combination, newest patch per minor);
+    # written with the others, None: not written
+    selector_file: Path | None = Path("docs/selector.json")
 
 
 @dataclass(frozen=True)
@@ -55,7 +60,13 @@ def table(req: TableRequest, *, matrix: Matrix | None = None,
     built = load_table(matrix, req.results_dirs)
     written: tuple[Written, ...] = ()
     if req.write:
-        written = write_outputs(built, page=req.page, data=req.data_file, readme=req.readme)
-        for w in written:
-            progress(f"{'wrote' if w.changed else 'unchanged'} {w.path}")
+        extra = {}
+        if req.selector_file is not None:
+            progress("the selector's data: every feasible combination, newest patch per minor")
+            doc = selector_data(matrix.facts, built, load_many(
+                matrix.results_dirs() if req.results_dirs is None else list(req.results_dirs)),
+                progress=progress)
+            extra[req.selector_file] = render_selector_json(doc).encode("utf-8")
+        written = write_outputs(built, page=req.page, data=req.data_file, readme=req.readme,
+                                extra=extra)
     return TableResult(table=built, request=req, written=written)

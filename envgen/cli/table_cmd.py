@@ -13,7 +13,8 @@ examples:
   envgen table                      # the Markdown page on stdout
   envgen table --json | jq '.rows[] | select(.tier >= "T3") | .combination'
   envgen table --json | jq '.rows[] | select(.status == "known-bad") | .evidence.records'
-  envgen table --write              # docs/compatibility.md, docs/compatibility.json, README.md
+  envgen table --write              # docs/compatibility.md, docs/compatibility.json,
+                                    # docs/selector.json, README.md
 
 Rows: every combination with result records, plus the resolver's best combination for each
 framework × torch major.minor × CUDA of each framework's latest release. Each row has the
@@ -28,8 +29,10 @@ The page links records as evidence/<combination>/<file>.json, where the docs sit
 (docs/hooks/evidence.py) publishes matrix/results/; the JSON and the README use repository
 paths. --write replaces only the README's lines between <!-- envgen:table:start --> and
 <!-- envgen:table:end -->; a README without the markers writes nothing. Paths are relative to
-the working directory. The three files are written together or not at all (a full disk or an
-interrupt changes none).
+the working directory. docs/selector.json is the page's selector data: every feasible
+combination at the newest patch per framework and torch minor, plus every combination with
+records, with the resolver's reasons for the filter pairs no row has. The four files are
+written together or not at all (a full disk or an interrupt changes none).
 Exit codes: 0 ok, 1 bad data (a stored record, the matrix), 2 usage (e.g. README markers),
 4 filesystem (nothing written).
 """
@@ -47,6 +50,9 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                    help="the Markdown page (default docs/compatibility.md)")
     p.add_argument("--data-file", metavar="FILE", default="docs/compatibility.json",
                    help="the JSON for tools (default docs/compatibility.json)")
+    p.add_argument("--selector-file", metavar="FILE", default="docs/selector.json",
+                   help="the selector's data for the docs page: every feasible combination, "
+                   "newest patch per minor (default docs/selector.json; written with --write)")
     p.add_argument("--readme", metavar="FILE", default="README.md",
                    help="the README holding the table markers (default README.md); JSON "
                    "evidence paths are relative to its folder")
@@ -58,14 +64,16 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     from envgen.api import TableRequest, table
     from envgen.results.tiers import TIERS
 
-    page, data, readme = (_shown(validate.path(v, f"--{n}", f"--{n}")) for n, v in
-                          (("page", args.page), ("data", args.data_file),
-                           ("readme", args.readme)))
+    page, data, selector, readme = (
+        _shown(validate.path(v, f"--{n}", f"--{n}")) for n, v in
+        (("page", args.page), ("data-file", args.data_file),
+         ("selector-file", args.selector_file), ("readme", args.readme)))
     dirs = ([validate.path(args.results_dir, "--results-dir", "--results-dir")]
             if args.results_dir else None)
     req = TableRequest(write=args.write, page=page, data_file=data, readme=readme,
+                       selector_file=selector,
                        results_dirs=tuple(dirs) if dirs else None)
-    result = table(req, matrix=ctx.matrix)
+    result = table(req, matrix=ctx.matrix, progress=ctx.progress)
     if not args.write:
         ctx.out.write(result.json() if ctx.json else result.markdown())
         return 0

@@ -400,6 +400,16 @@ def render_markdown(table: Table, page: Path) -> str:
         "",
         "# Compatibility",
         "",
+        "Choose what you have or need; the rows update at once, and the page's address keeps "
+        "the choice, so a link shares it. Each row is a combination envgen resolves, with its "
+        "evidence tier and the command that makes it. The rows are every feasible "
+        "combination at the newest patch of each framework and torch minor release (and "
+        "every combination with records); `envgen resolve` knows the older patches too.",
+        "",
+        *selector_markup(),
+        "",
+        "## Rows with evidence",
+        "",
         "How far each framework × PyTorch × CUDA × Python × OS combination is known to work, "
         "generated from the result records (`envgen results add`), the matrix facts and the "
         "upstream citations. Each row has the highest evidence tier one of its records proves:",
@@ -422,6 +432,40 @@ def render_markdown(table: Table, page: Path) -> str:
         _summary_line(table),
     ]
     return "\n".join(lines) + "\n"
+
+
+_SELECTOR_LABELS = {"framework": "Framework", "framework_version": "Release", "cuda": "CUDA",
+                    "torch": "PyTorch", "python": "Python", "os": "OS",
+                    "gpu": "GPU (name or arch)", "tier": "Evidence at least"}
+SELECTOR_DATA = "selector.json"  # docs/selector.json, next to the page
+
+
+def selector_markup() -> list[str]:
+    """The selector's HTML (one raw block, no blank line inside): a labelled control per
+    filter (``data-filter``), the count, the explanation box and the rows' table; the page's
+    script (docs/js/selector.js) fills them from docs/selector.json."""
+    lines = [f'<div id="envgen-selector" class="envgen-selector" data-src="{SELECTOR_DATA}">',
+             '<div class="envgen-controls" role="group" aria-label="Choose a combination">']
+    for name, label in _SELECTOR_LABELS.items():
+        lines.append(f'<div class="envgen-control"><label for="envgen-{name}">{label}</label>'
+                     f'<select id="envgen-{name}" name="{name}" data-filter="{name}">'
+                     '<option value="">any</option></select></div>')
+    lines += [
+        '<div class="envgen-control"><button type="button" data-reset>Clear all</button></div>',
+        "</div>",
+        '<p class="envgen-count" data-count role="status" aria-live="polite">The selector '
+        "needs JavaScript; the rows with evidence are listed below.</p>",
+        '<div class="envgen-empty" data-empty hidden></div>',
+        '<div class="envgen-scroll" tabindex="0" role="region" aria-label="Matching '
+        'combinations"><table class="envgen-rows"><thead><tr>'
+        + "".join(f'<th scope="col">{h}</th>' for h in
+                  ("Framework", "torch", "CUDA", "Python", "OS", "Tier", "Evidence",
+                   "Commands"))
+        + "</tr></thead><tbody data-rows></tbody></table></div>",
+        '<button type="button" data-more hidden>Show more</button>',
+        "</div>",
+    ]
+    return lines
 
 
 def render_json(table: Table, root: Path) -> str:
@@ -480,10 +524,11 @@ class Written:
     changed: bool  # False: the file already had this content
 
 
-def write_outputs(table: Table, *, page: Path, data: Path, readme: Path
-                  ) -> tuple[Written, ...]:
-    """Write the page, the JSON and the README block, each atomically. The README is checked
-    first: without its markers nothing is written (UsageError)."""
+def write_outputs(table: Table, *, page: Path, data: Path, readme: Path,
+                  extra: dict[Path, bytes] | None = None) -> tuple[Written, ...]:
+    """Write the page, the JSON, the README block and the ``extra`` files (the selector's
+    data), together. The README is checked first: without its markers nothing is written
+    (UsageError)."""
     try:
         old_readme = readme.read_bytes()
     except FileNotFoundError:
@@ -494,6 +539,7 @@ def write_outputs(table: Table, *, page: Path, data: Path, readme: Path
         data: render_json(table, readme.parent).encode("utf-8"),
         readme: replace_block(old_readme, render_readme_block(table, readme, page),
                               name=str(readme)),
+        **(extra or {}),
     }
     written, changed_files = [], {}
     for path, content in outputs.items():
@@ -508,7 +554,7 @@ def write_outputs(table: Table, *, page: Path, data: Path, readme: Path
         written.append(Written(path, changed))
     from envgen.atomic import write_files
 
-    write_files(changed_files, durable=True)  # all three, or none
+    write_files(changed_files, durable=True)  # all of them, or none
     return tuple(written)
 
 

@@ -38,11 +38,12 @@ def _site_source(root: Path) -> None:
     next to which a matrix/results/ may sit, as in the repository."""
     (root / "docs").mkdir(parents=True, exist_ok=True)
     shutil.copy(REPO / "mkdocs.yml", root / "mkdocs.yml")
-    for page in (REPO / "docs").glob("*.md"):  # the table's page is written by the test
-        if page.name != "compatibility.md":
+    for page in (REPO / "docs").iterdir():  # the table's page and JSON: written by the test
+        if page.is_file() and page.name not in ("compatibility.md", "compatibility.json"):
             shutil.copy(page, root / "docs" / page.name)
-    shutil.copytree(REPO / "docs" / "hooks", root / "docs" / "hooks",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for folder in ("hooks", "js", "css"):
+        shutil.copytree(REPO / "docs" / folder, root / "docs" / folder,
+                        ignore=shutil.ignore_patterns("__pycache__"))
 
 
 def test_mkdocs_config_validates_links_and_registers_the_hook():

@@ -1,0 +1,377 @@
+// The compatibility selector (docs/compatibility.md): filters docs/selector.json in the
+// browser, no server. Generated data: `envgen table --write`; its format is described in
+// envgen/results/selector.py and envgen/schemas/selector.schema.json.
+//
+// Stable markup for tests and scripts: each control has data-filter="<name>", each row
+// data-combination and data-tier, each copyable command data-command. The selection lives in
+// the URL's query string (?framework=deepspeed&cuda=12.1), so a link shares it.
+(function () {
+  "use strict";
+
+  var FILTERS = ["framework", "framework_version", "cuda", "torch", "python", "os", "gpu", "tier"];
+  var EXPLAINED = ["framework", "cuda", "torch", "python", "os", "gpu"];
+  var PAGE = 50; // rows shown at first, and per "Show more"
+  var script = document.currentScript;
+  var siteRoot = new URL("..", script ? script.src : location.href); // js/ is one level down
+
+  function versionKey(v) {
+    return String(v).split(/[.+]/).map(function (p) {
+      var n = parseInt(p, 10);
+      return isNaN(n) ? p : n;
+    });
+  }
+  function newestFirst(a, b) {
+    var x = versionKey(a), y = versionKey(b);
+    for (var i = 0; i < Math.max(x.length, y.length); i++) {
+      if (x[i] === undefined) return 1;
+      if (y[i] === undefined) return -1;
+      if (x[i] !== y[i]) return x[i] < y[i] ? 1 : -1;
+    }
+    return 0;
+  }
+  function el(tag, attrs, children) {
+    var e = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (k) {
+      if (k === "text") e.textContent = attrs[k];
+      else e.setAttribute(k, attrs[k]);
+    });
+    (children || []).forEach(function (c) { if (c) e.appendChild(c); });
+    return e;
+  }
+
+  // ---------------------------------------------------------------- the data
+  function Data(doc) {
+    this.doc = doc;
+    var c = doc.columns;
+    this.col = {};
+    for (var i = 0; i < c.length; i++) this.col[c[i]] = i;
+    this.gpuArch = {};
+    var self = this;
+    doc.gpus.forEach(function (g) { self.gpuArch[g.name] = g.arch; });
+    doc.archs.forEach(function (a) { self.gpuArch[a] = a; });
+    this.archSets = doc.arch_sets.map(function (s) {
+      var set = {};
+      s.forEach(function (i) { set[doc.archs[i]] = true; });
+      return set;
+    });
+  }
+  Data.prototype.value = function (row, name) {
+    var a = this.doc.axes;
+    switch (name) {
+      case "framework_version": return a.framework_version[row[this.col.framework_version]][1];
+      case "tier": return a.tier[row[this.col.tier]];
+      default: return a[name][row[this.col[name]]];
+    }
+  };
+  Data.prototype.fields = function (row) {
+    var self = this, out = {};
+    ["framework", "framework_version", "torch", "cuda", "python", "os", "tier"].forEach(
+      function (n) { out[n] = self.value(row, n); });
+    return out;
+  };
+  // the combination id, as envgen.resolve.combination.combination_id builds it
+  Data.prototype.id = function (f) {
+    return f.framework + "-" + f.framework_version + "-torch" + f.torch + "-cu" +
+      f.cuda.replace(".", "") + "-py" + f.python + "-" + f.os.replace("-", "") + "-" +
+      this.doc.platform.split("-").slice(1).join("-");
+  };
+  // as envgen.results.selector.make_command
+  Data.prototype.command = function (f) {
+    return "envgen make --framework " + f.framework + " --framework-version " +
+      f.framework_version + " --torch " + f.torch + " --cuda " + f.cuda + " --python " +
+      f.python + " --os " + f.os;
+  };
+  Data.prototype.matches = function (row, sel) {
+    for (var name in sel) {
+      var want = sel[name];
+      if (name === "gpu") {
+        var s = row[this.col.arch_set];
+        if (s < 0 || !this.archSets[s][this.gpuArch[want]]) return false;
+      } else if (name === "tier") {
+        if (row[this.col.tier] < this.doc.axes.tier.indexOf(want)) return false;
+      } else if (this.value(row, name) !== want) {
+        return false;
+      }
+    }
+    return true;
+  };
+  Data.prototype.filter = function (sel) {
+    var self = this;
+    return this.doc.rows.filter(function (r) { return self.matches(r, sel); });
+  };
+  Data.prototype.first = function (sel) {
+    var rows = this.doc.rows;
+    for (var i = 0; i < rows.length; i++) if (this.matches(rows[i], sel)) return rows[i];
+    return null;
+  };
+  // the options of one control: the values present in the rows the other filters leave
+  Data.prototype.options = function (name, sel) {
+    var doc = this.doc, self = this, seen = {}, out = [];
+    if (name === "tier") {
+      return doc.tiers.map(function (t) {
+        return {value: t.tier, label: "≥ " + t.tier + " " + t.label, title: t.meaning};
+      });
+    }
+    if (name === "gpu") {
+      doc.archs.forEach(function (a) {
+        var names = doc.gpus.filter(function (g) { return g.arch === a; })
+          .map(function (g) { return g.name; });
+        out.push({value: a, label: a + (names.length ? " (" + names.join(", ") + ")" : "")});
+      });
+      doc.gpus.forEach(function (g) { out.push({value: g.name, label: g.name + " (" + g.arch + ")"}); });
+      return out;
+    }
+    var values = name === "framework_version" ? doc.axes.framework_version
+      .filter(function (p) { return !sel.framework || p[0] === sel.framework; })
+      .map(function (p) { return p[1]; }) : doc.axes[name].slice();
+    values.forEach(function (v) {
+      if (seen[v]) return;
+      seen[v] = true;
+      var label = v;
+      if (name === "framework_version" && !sel.framework) {
+        label = doc.axes.framework_version.filter(function (p) { return p[1] === v; })
+          .map(function (p) { return p[0] + " " + p[1]; }).join(", ");
+      }
+      out.push({value: v, label: label});
+    });
+    if (name !== "framework" && name !== "os") out.sort(function (a, b) { return newestFirst(a.value, b.value); });
+    return out;
+  };
+
+  // ---------------------------------------------------------------- the selection
+  function readSelection() {
+    var params = new URLSearchParams(location.search), sel = {};
+    FILTERS.forEach(function (n) { if (params.get(n)) sel[n] = params.get(n); });
+    return sel;
+  }
+  function writeSelection(sel) {
+    var params = new URLSearchParams();
+    FILTERS.forEach(function (n) { if (sel[n]) params.set(n, sel[n]); });
+    var q = params.toString();
+    history.replaceState(null, "", location.pathname + (q ? "?" + q : "") + location.hash);
+  }
+  function flags(sel) {
+    var map = {framework: "--framework", framework_version: "--framework-version",
+      torch: "--torch", cuda: "--cuda", python: "--python", os: "--os", gpu: "--gpu"};
+    return Object.keys(map).filter(function (n) { return sel[n]; })
+      .map(function (n) { return map[n] + " " + sel[n]; }).join(" ");
+  }
+
+  // ---------------------------------------------------------------- rendering
+  function copyButton(text, what) {
+    var code = el("code", {"data-command": text, text: text});
+    var button = el("button", {type: "button", "class": "envgen-copy",
+      "aria-label": "Copy the " + what + " command", text: "Copy"});
+    button.addEventListener("click", function () {
+      copy(text).then(function () {
+        button.textContent = "Copied";
+        setTimeout(function () { button.textContent = "Copy"; }, 1500);
+      }, function () { button.textContent = "Select and copy"; });
+    });
+    return el("div", {"class": "envgen-command"}, [code, button]);
+  }
+  function copy(text) {
+    if (navigator.clipboard && window.isSecureContext) return navigator.clipboard.writeText(text);
+    return new Promise(function (resolve, reject) { // http:// pages: the older way
+      var area = el("textarea", {readonly: "", "aria-hidden": "true"});
+      area.value = text;
+      area.style.position = "fixed";
+      area.style.opacity = "0";
+      document.body.appendChild(area);
+      area.select();
+      var ok = document.execCommand("copy");
+      document.body.removeChild(area);
+      if (ok) resolve(); else reject(new Error("copy refused"));
+    });
+  }
+  function rowElement(data, row, note) {
+    var doc = data.doc, f = data.fields(row), id = data.id(f);
+    var tier = doc.tiers[row[data.col.tier]];
+    var ev = row[data.col.evidence] >= 0 ? doc.evidence[row[data.col.evidence]] : null;
+    var tierCell = el("td", {"class": "envgen-tier"}, [
+      el("span", {"class": "envgen-badge envgen-" + tier.tier, title: tier.meaning,
+        text: tier.tier + " " + tier.label})]);
+    if (ev) tierCell.appendChild(el("div", {"class": "envgen-status", text: ev.status + (ev.note ? " (" + ev.note + ")" : "")}));
+    var evidence = el("td", {"class": "envgen-evidence"});
+    if (ev) {
+      ev.records.forEach(function (r) {
+        evidence.appendChild(el("a", {href: new URL(r.href, siteRoot).href,
+          title: r.machine, text: r.tier + (r.status === "pass" ? " " : " failed ") + r.date}));
+        evidence.appendChild(document.createTextNode(" "));
+      });
+    } else {
+      evidence.appendChild(el("span", {"class": "envgen-none", text: "resolves (nothing run)"}));
+    }
+    var commands = el("td", {"class": "envgen-commands"}, [copyButton(data.command(f), "envgen make")]);
+    if (ev && ev.image) {
+      commands.appendChild(copyButton("docker pull " + ev.image, "docker pull"));
+    }
+    var first = el("td", {}, [el("strong", {text: f.framework + " " + f.framework_version})]);
+    if (note) first.appendChild(el("div", {"class": "envgen-near", text: note}));
+    return el("tr", {"data-combination": id, "data-tier": tier.tier}, [
+      first, el("td", {text: f.torch}), el("td", {text: f.cuda}), el("td", {text: f.python}),
+      el("td", {text: f.os}), tierCell, evidence, commands]);
+  }
+
+  function Selector(root, data) {
+    this.root = root;
+    this.data = data;
+    this.controls = {};
+    this.shown = PAGE;
+    var self = this;
+    root.querySelectorAll("[data-filter]").forEach(function (c) {
+      self.controls[c.getAttribute("data-filter")] = c;
+      c.addEventListener("change", function () {
+        if (c.getAttribute("data-filter") === "framework") self.controls.framework_version.value = "";
+        self.shown = PAGE;
+        self.update(true);
+      });
+    });
+    this.count = root.querySelector("[data-count]");
+    this.empty = root.querySelector("[data-empty]");
+    this.body = root.querySelector("[data-rows]");
+    this.more = root.querySelector("[data-more]");
+    this.reset = root.querySelector("[data-reset]");
+    this.more.addEventListener("click", function () { self.shown += PAGE; self.update(false); });
+    this.reset.addEventListener("click", function () {
+      FILTERS.forEach(function (n) { self.controls[n].value = ""; });
+      self.shown = PAGE;
+      self.update(true);
+    });
+    var sel = readSelection();
+    this.fill(sel);
+    FILTERS.forEach(function (n) { if (sel[n]) self.controls[n].value = sel[n]; });
+    this.update(false);
+  }
+  Selector.prototype.selection = function () {
+    var sel = {}, self = this;
+    FILTERS.forEach(function (n) { if (self.controls[n].value) sel[n] = self.controls[n].value; });
+    return sel;
+  };
+  Selector.prototype.fill = function (sel) {
+    var self = this;
+    FILTERS.forEach(function (n) {
+      var c = self.controls[n], keep = sel[n] !== undefined ? sel[n] : c.value;
+      while (c.options.length > 1) c.remove(1);
+      self.data.options(n, sel).forEach(function (o) {
+        var opt = el("option", {value: o.value, text: o.label});
+        if (o.title) opt.title = o.title;
+        c.appendChild(opt);
+      });
+      if (keep && !Array.prototype.some.call(c.options, function (o) { return o.value === keep; })) {
+        c.appendChild(el("option", {value: keep, text: keep + " (not in the data)"}));
+      }
+      c.value = keep || "";
+    });
+  };
+  Selector.prototype.update = function (push) {
+    var sel = this.selection();
+    this.fill(sel);
+    sel = this.selection();
+    if (push) writeSelection(sel);
+    var rows = this.data.filter(sel), self = this;
+    this.body.textContent = "";
+    this.empty.hidden = rows.length > 0;
+    this.empty.textContent = "";
+    if (!rows.length) {
+      this.explain(sel);
+      this.count.textContent = "No combination matches this selection.";
+      this.more.hidden = true;
+      return;
+    }
+    rows.slice(0, this.shown).forEach(function (r) { self.body.appendChild(rowElement(self.data, r)); });
+    var total = this.data.doc.rows.length;
+    this.count.textContent = rows.length.toLocaleString("en") + " of " + total.toLocaleString("en") +
+      " combinations" + (rows.length > this.shown ? ", the best " + this.shown + " shown" : "") + ".";
+    this.more.hidden = rows.length <= this.shown;
+  };
+  // why a selection has no row: a pre-generated explanation of a pair of its values, then
+  // the nearest rows (the selection less one value, as `envgen resolve` relaxes a request)
+  Selector.prototype.explain = function (sel) {
+    var data = this.data, doc = data.doc, box = this.empty, self = this;
+    var named = EXPLAINED.filter(function (n) { return sel[n]; });
+    var found = null;
+    for (var i = 0; i < named.length && !found; i++) {
+      for (var j = i + 1; j < named.length && !found; j++) {
+        var a = named[i], b = named[j];
+        var va = a === "gpu" ? data.gpuArch[sel[a]] : sel[a];
+        var vb = b === "gpu" ? data.gpuArch[sel[b]] : sel[b];
+        found = doc.explanations[a + "=" + va + "&" + b + "=" + vb] || null;
+      }
+    }
+    box.appendChild(el("h3", {text: "Why nothing matches"}));
+    if (found) {
+      var list = el("ul", {"class": "envgen-reasons"});
+      found.none.forEach(function (t) { list.appendChild(el("li", {text: t})); });
+      found.reasons.forEach(function (r) {
+        list.appendChild(el("li", {}, [el("strong", {text: r.rule}),
+          document.createTextNode(" (" + r.meaning + ") removed " + r.removed.toLocaleString("en") +
+            " candidates, e.g. " + r.example)]));
+      });
+      box.appendChild(list);
+      box.appendChild(el("p", {text: "The resolver's full explanation:"}));
+      box.appendChild(copyButton(found.command, "envgen resolve"));
+    } else if (sel.tier) {
+      box.appendChild(el("p", {text: "No combination with these choices has evidence at " +
+        sel.tier + " or above yet. Lower the tier to see the combinations that resolve."}));
+    } else {
+      box.appendChild(el("p", {text: "Each pair of these choices exists, but no combination " +
+        "has all of them. The resolver explains which rule removed the candidates:"}));
+      box.appendChild(copyButton("envgen resolve " + flags(sel), "envgen resolve"));
+    }
+    var near = [];
+    Object.keys(sel).forEach(function (n) {
+      var rest = {};
+      Object.keys(sel).forEach(function (m) { if (m !== n) rest[m] = sel[m]; });
+      var r = data.first(rest);
+      if (r && near.every(function (x) { return x.row !== r; })) {
+        near.push({row: r, note: "without " + n.replace("_", " ") + " " + sel[n]});
+      }
+    });
+    if (near.length) {
+      box.appendChild(el("p", {text: "The nearest rows:"}));
+      near.slice(0, 3).forEach(function (x) { self.body.appendChild(rowElement(data, x.row, x.note)); });
+    }
+  };
+
+  // the published images page (docs/images.md): every row whose evidence names one
+  function listImages(root, data) {
+    var doc = data.doc, body = root.querySelector("[data-rows]"), n = 0;
+    doc.rows.forEach(function (row) {
+      var e = row[data.col.evidence], ev = e >= 0 ? doc.evidence[e] : null;
+      if (!ev || !ev.image) return;
+      var f = data.fields(row), tier = doc.tiers[row[data.col.tier]];
+      body.appendChild(el("tr", {"data-combination": data.id(f), "data-tier": tier.tier}, [
+        el("td", {text: data.id(f)}), el("td", {text: tier.tier + " " + tier.label}),
+        el("td", {}, [copyButton("docker pull " + ev.image, "docker pull")])]));
+      n++;
+    });
+    root.querySelector("[data-count]").textContent = n ? n + " published image" + (n > 1 ? "s." : ".")
+      : "No image has been published yet: every image so far was built on a developer machine " +
+        "and kept local. The compatibility page shows what was built (tier T2).";
+  }
+
+  function load(root, what, ready) {
+    var status = root.querySelector("[data-count]");
+    status.textContent = "Loading the combinations…";
+    fetch(new URL(root.getAttribute("data-src"), siteRoot)).then(function (r) {
+      if (!r.ok) throw new Error(r.status + " " + r.statusText);
+      return r.json();
+    }).then(function (doc) {
+      ready(new Data(doc));
+      root.setAttribute("data-ready", "true");
+    }).catch(function (e) {
+      status.textContent = "Could not load " + what + " (" + e.message + ").";
+      throw e;
+    });
+  }
+
+  function start() {
+    var root = document.getElementById("envgen-selector");
+    if (root) load(root, "the combinations", function (data) { root.selector = new Selector(root, data); });
+    var images = document.getElementById("envgen-images");
+    if (images) load(images, "the images", function (data) { listImages(images, data); });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
+})();
