@@ -200,7 +200,7 @@
         evidence.appendChild(document.createTextNode(" "));
       });
     } else {
-      evidence.appendChild(el("span", {"class": "envgen-none", text: "resolves (nothing run)"}));
+      evidence.appendChild(el("span", {"class": "envgen-none", text: "none yet"}));
     }
     var commands = el("td", {"class": "envgen-commands"}, [copyButton(data.command(f), "envgen make")]);
     if (ev && ev.image) {
@@ -208,9 +208,11 @@
     }
     var first = el("td", {}, [el("strong", {text: f.framework + " " + f.framework_version})]);
     if (note) first.appendChild(el("div", {"class": "envgen-near", text: note}));
-    return el("tr", {"data-combination": id, "data-tier": tier.tier}, [
-      first, el("td", {text: f.torch}), el("td", {text: f.cuda}), el("td", {text: f.python}),
-      el("td", {text: f.os}), tierCell, evidence, commands]);
+    var cells = [first, el("td", {text: f.torch}), el("td", {text: f.cuda}),
+      el("td", {text: f.python}), el("td", {text: f.os}), tierCell, evidence, commands];
+    ["Framework", "torch", "CUDA", "Python", "OS", "Tier", "Evidence", "Commands"].forEach(
+      function (label, i) { cells[i].setAttribute("data-label", label); }); // phone layout
+    return el("tr", {"data-combination": id, "data-tier": tier.tier}, cells);
   }
 
   function Selector(root, data) {

@@ -396,6 +396,10 @@ def render_markdown(table: Table, page: Path) -> str:
     """The docs page. Evidence links point to ``evidence/<combination>/<file>.json`` next to
     the page, where the docs site's hook publishes matrix/results/."""
     lines = [
+        "---",  # mkdocs-material: no table of contents, the selector gets the width
+        "hide:",
+        "  - toc",
+        "---",
         f"<!-- {HEADER} -->",
         "",
         "# Compatibility",

@@ -38,7 +38,10 @@ def _unavailable(reason: str):
 
 @pytest.fixture(scope="session")
 def built_site(tmp_path_factory) -> Path:
-    """The committed docs site, built strictly (mkdocs.yml as in the repository)."""
+    """The committed docs site, built strictly (mkdocs.yml as in the repository); or the site
+    already built in ``ENVGEN_TEST_SITE`` (to iterate on the page's script without a build)."""
+    if os.environ.get("ENVGEN_TEST_SITE"):
+        return Path(os.environ["ENVGEN_TEST_SITE"])
     site = tmp_path_factory.mktemp("site")
     proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file",
                            str(REPO / "mkdocs.yml"), "--site-dir", str(site)],

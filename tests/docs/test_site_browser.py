@@ -97,12 +97,14 @@ def test_pages_load_without_console_errors(browser, site_url):
 
     browser.get_log("browser")  # start clean
     _open(browser, f"{site_url}/compatibility/")
-    for page in ("", "quickstart/", "concepts/", "images/", "cli/", "broken-environment/",
+    browser.get(f"{site_url}/images/")
+    images = browser.find_element(By.ID, "envgen-images")
+    _wait(lambda: images.get_attribute("data-ready") == "true", what="the images list")
+    assert "publish" in images.find_element(By.CSS_SELECTOR, "[data-count]").text
+    for page in ("", "quickstart/", "concepts/", "cli/", "broken-environment/",
                  "before-you-launch/", "gpu-runners/"):
         browser.get(f"{site_url}/{page}")
         _wait(lambda: browser.execute_script("return document.readyState") == "complete")
-    images = browser.find_element(By.CSS_SELECTOR, "#envgen-images [data-count]")
-    _wait(lambda: "publish" in images.text, what="the images list")
     assert _errors(browser) == []
 
 
@@ -258,7 +260,11 @@ def test_desktop_and_phone_width_screenshots_without_sideways_scrolling(browser,
             assert _page_overflow(browser) <= 0, f"{page} scrolls sideways at 390 px"
         _open(browser, url)
         browser.save_screenshot(str(artifacts / "compatibility-phone-390.png"))
+        browser.execute_script("document.querySelector('[data-count]').scrollIntoView()")
+        time.sleep(0.5)  # the header's title changes on scroll, animated
+        browser.save_screenshot(str(artifacts / "compatibility-phone-390-rows.png"))
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
-    for name in ("compatibility-desktop-1280.png", "compatibility-phone-390.png"):
+    for name in ("compatibility-desktop-1280.png", "compatibility-phone-390.png",
+                 "compatibility-phone-390-rows.png"):
         assert (artifacts / name).stat().st_size > 10_000

@@ -66,7 +66,7 @@ def test_committed_docs_build_strictly(tmp_path):
 
 def test_committed_table_files_carry_the_generated_header():
     page = (REPO / "docs" / "compatibility.md").read_text(encoding="utf-8")
-    assert page.startswith(f"<!-- {HEADER} -->\n")
+    assert page.startswith(f"---\nhide:\n  - toc\n---\n<!-- {HEADER} -->\n")
     data = (REPO / "docs" / "compatibility.json").read_text(encoding="utf-8")
     assert data.startswith('{\n  "generated": "' + HEADER.replace('"', '\\"') + '",')
 

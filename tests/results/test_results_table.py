@@ -48,7 +48,7 @@ def table(facts, project):
 
 def test_markdown_page_matches_golden(table, project):
     text = render_markdown(table, project / "docs" / "compatibility.md")
-    assert text.startswith(f"<!-- {HEADER} -->\n")
+    assert text.startswith(f"---\nhide:\n  - toc\n---\n<!-- {HEADER} -->\n")
     _check_golden("compatibility.md", text)
 
 
