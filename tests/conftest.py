@@ -3,6 +3,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import shutil
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -14,6 +15,12 @@ import pytest
 pytest_plugins = ["support.lock_env", "support.harvest_env"]
 
 FIXTURE_MATRIX = Path(__file__).parent / "fixtures" / "matrix"
+
+# A shell starts a background job (`cmd &` without job control) with SIGINT ignored, and an
+# ignored signal stays ignored in every child: envgen run by the Ctrl-C tests would never see
+# the KeyboardInterrupt they send. A handler (unlike "ignore") resets to the default at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Tests load many throw-away matrices: no compiled copies of them in the user's cache (the
 # compiled cache has its own tests, which turn it on in a temporary cache directory). Set here,
