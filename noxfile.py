@@ -241,7 +241,8 @@ def docs(session: nox.Session) -> None:
     at build by docs/hooks/."""
     session.install("-e", ".", "mkdocs>=1.6", "mkdocs-material>=9.5")
     session.run("envgen", "table", "--write")
-    session.run("mkdocs", "build", "--strict", *session.posargs)
+    session.run("mkdocs", "build", "--strict", *session.posargs,
+                env={"NO_MKDOCS_2_WARNING": "1"})  # mkdocs-material's banner about MkDocs 2
 
 
 @nox.session(python=PYTHON)
