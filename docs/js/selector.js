@@ -240,6 +240,13 @@
       self.shown = PAGE;
       self.update(true);
     });
+    var subset = root.querySelector("[data-subset]"), n = data.doc.subset;
+    if (subset) {
+      subset.textContent = "The data: " + n.rows.toLocaleString("en") + " rows, the newest patch " +
+        "per framework and torch minor of the " + n.feasible.toLocaleString("en") + " feasible " +
+        "combinations, and every combination with records (" + n.recorded + ", " +
+        n.not_feasible + " of them no longer feasible).";
+    }
     var sel = readSelection();
     this.fill(sel);
     FILTERS.forEach(function (n) { if (sel[n]) self.controls[n].value = sel[n]; });

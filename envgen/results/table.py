@@ -459,6 +459,7 @@ def selector_markup() -> list[str]:
         "</div>",
         '<p class="envgen-count" data-count role="status" aria-live="polite">The selector '
         "needs JavaScript; the rows with evidence are listed below.</p>",
+        '<p class="envgen-subset" data-subset></p>',
         '<div class="envgen-empty" data-empty hidden></div>',
         '<div class="envgen-scroll" tabindex="0" role="region" aria-label="Matching '
         'combinations"><table class="envgen-rows"><thead><tr>'
