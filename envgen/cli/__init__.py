@@ -1,8 +1,9 @@
 """The ``envgen`` command line: parse argv into a typed request, call one ``envgen.api``
 function, render its result (text or ``--json``). Only this package prints or exits.
 
-``entrypoint`` answers ``envgen --version`` before importing anything else (argparse alone
-costs more than Python's start-up); every other command goes through ``envgen.cli.main``,
+``entrypoint`` answers ``envgen --version`` (envgen's version and its data snapshot's date)
+before importing anything else (argparse alone costs more than Python's start-up); every
+other command goes through ``envgen.cli.main``,
 which imports only the module of the command being run.
 """
 
@@ -11,10 +12,16 @@ import sys
 
 def entrypoint() -> None:
     """The console script ``envgen``."""
-    if sys.argv[1:] in (["--version"], ["-V"]):
-        from envgen import __version__
+    import os
 
-        sys.stdout.write(f"envgen {__version__}\n")
+    if "_ARGCOMPLETE" in os.environ:  # a TAB in a shell with `envgen completion`'s script
+        from envgen.cli.main import complete
+
+        complete()
+    if sys.argv[1:] in (["--version"], ["-V"]):
+        from envgen.cli.version import version_text
+
+        sys.stdout.write(version_text() + "\n")
         raise SystemExit(0)
     from envgen.cli.main import entrypoint as run
 

@@ -18,6 +18,7 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "preflight": ("envgen.cli.preflight_cmd",
                   "check every node of a multi-node job before it launches"),
     "matrix": (None, "show or refresh the compatibility matrix"),
+    "completion": ("envgen.cli.completion_cmd", "print the shell completion script"),
 }
 
 MATRIX_COMMANDS: dict[str, tuple[str, str]] = {

@@ -19,9 +19,10 @@ import sys
 import threading
 from collections.abc import Iterator, Sequence
 
-from envgen import __version__
+from envgen import __version__  # noqa: F401 (the CLI's version, for tools)
 from envgen.cli.commands import COMMANDS, MATRIX_COMMANDS
 from envgen.cli.context import Context
+from envgen.cli.version import version_text
 from envgen.errors import (
     EnvgenError,
     Interrupted,
@@ -123,13 +124,26 @@ def _add(sub, name: str, module: str | None, help_text: str, selected: str | Non
         sub.add_parser(name, help=help_text, add_help=False)
 
 
+class VersionAction(argparse.Action):
+    """argparse's ``version`` action, with the text made when it is asked for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print envgen's version and its data snapshot's date, then exit"):
+        super().__init__(option_strings=option_strings, dest=dest, default=default, nargs=0,
+                         help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        sys.stdout.write(version_text() + "\n")
+        parser.exit()
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with ``argv`` only the command it names is set up in full."""
     command, subcommand = _selected(argv)
     common = common_options()
     parser = _Parser(prog="envgen", description=DESCRIPTION, epilog=EPILOG, parents=[common],
                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("-V", "--version", action="version", version=f"envgen {__version__}")
+    parser.add_argument("-V", "--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, (module, help_text) in COMMANDS.items():
         if module is not None:
@@ -275,6 +289,15 @@ def main(argv: Sequence[str] | None = None) -> int:
                               "traceback and report it")
             err.kind = "internal"
             return _report(err, as_json)
+
+
+def complete() -> None:
+    """Answer a shell's completion request (argcomplete's protocol: the words in the
+    environment, the candidates on fd 8) from the full parser, then exit."""
+    import argcomplete
+
+    argcomplete.autocomplete(build_parser(), always_complete_options=False)
+    raise SystemExit(0)  # not reached: autocomplete exits when it answers
 
 
 def entrypoint() -> None:

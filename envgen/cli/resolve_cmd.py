@@ -45,26 +45,36 @@ AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl
 
 
 def add_request_options(parser: argparse.ArgumentParser) -> None:
+    from envgen.cli.completers import FLAVORS, fact_values
+
     g = parser.add_argument_group("request (any subset)")
-    g.add_argument("--framework", metavar="NAME", help="deepspeed, megatron-core or colossalai")
-    g.add_argument("--framework-version", metavar="VER", help="e.g. 0.16, 0.16.4, '>=0.15'")
-    g.add_argument("--torch", metavar="VER", help="PyTorch version, e.g. 2.5 or 2.5.1")
-    g.add_argument("--cuda", metavar="VER", help="CUDA major.minor (12.1) or major (12)")
-    g.add_argument("--python", metavar="VER", help="Python major.minor, e.g. 3.11")
-    g.add_argument("--os", metavar="ID", help="OS base, e.g. ubuntu-22.04, rocky-9, debian-12")
-    g.add_argument("--nccl", metavar="VER", help="NCCL version torch pins, e.g. 2.21")
-    g.add_argument("--gpu-arch", metavar="ARCH", help="GPU architecture: sm_90, 8.0, sm_80 …")
-    g.add_argument("--gpu", metavar="NAME", help="GPU model, e.g. V100, A100, H100, L40S, "
-                   "'RTX 4090' (curated/gpus.toml); sets --gpu-arch")
-    g.add_argument("--nvcc", metavar="VER", help="use this system CUDA toolkit (major.minor, "
-                   "e.g. 12.4) instead of installing one")
-    g.add_argument("--driver", metavar="VER", help="installed NVIDIA driver (nvidia-smi), "
-                   "e.g. 535.104.05")
-    g.add_argument("--platform", metavar="PLAT", help="linux-x86_64 (default) or linux-aarch64")
-    g.add_argument("--flavor", metavar="KIND", help="only combinations whose toolchain this lock "
-                   "flavor can provide: conda (default for make), venv (pip only; CUDA 13+) "
-                   "or os-package (the CUDA toolkit the OS ships: needs --os, e.g. --os "
-                   "debian-13)")
+
+    def add(flag: str, metavar: str, help: str, complete: bool = True) -> argparse.Action:
+        action = g.add_argument(flag, metavar=metavar, help=help)
+        if complete:  # TAB offers the matrix's values (`envgen completion`)
+            action.completer = fact_values(action.dest)
+        return action
+
+    add("--framework", "NAME", "deepspeed, megatron-core or colossalai")
+    add("--framework-version", "VER", "e.g. 0.16, 0.16.4, '>=0.15'")
+    add("--torch", "VER", "PyTorch version, e.g. 2.5 or 2.5.1")
+    add("--cuda", "VER", "CUDA major.minor (12.1) or major (12)")
+    add("--python", "VER", "Python major.minor, e.g. 3.11")
+    add("--os", "ID", "OS base, e.g. ubuntu-22.04, rocky-9, debian-12")
+    add("--nccl", "VER", "NCCL version torch pins, e.g. 2.21", complete=False)
+    add("--gpu-arch", "ARCH", "GPU architecture: sm_90, 8.0, sm_80 …")
+    add("--gpu", "NAME", "GPU model, e.g. V100, A100, H100, L40S, 'RTX 4090' "
+        "(curated/gpus.toml); sets --gpu-arch")
+    add("--nvcc", "VER", "use this system CUDA toolkit (major.minor, e.g. 12.4) instead of "
+        "installing one", complete=False)
+    add("--driver", "VER", "installed NVIDIA driver (nvidia-smi), e.g. 535.104.05",
+        complete=False)
+    add("--platform", "PLAT", "linux-x86_64 (default) or linux-aarch64", complete=False)
+    flavor = add("--flavor", "KIND", "only combinations whose toolchain this lock flavor can "
+                 "provide: conda (default for make), venv (pip only; CUDA 13+) or os-package "
+                 "(the CUDA toolkit the OS ships: needs --os, e.g. --os debian-13)",
+                 complete=False)
+    flavor.completer = lambda prefix="", **_: [f for f in FLAVORS if f.startswith(prefix)]
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:

@@ -133,7 +133,8 @@ def test_bad_matrix_dir_exit_1(run, tmp_path):
 def test_console_script_version_and_help():
     out = subprocess.run([sys.executable, "-m", "envgen", "--version"], capture_output=True,
                          text=True, check=True).stdout
-    assert out.strip() == f"envgen {__version__}"
+    assert out.splitlines()[0] == f"envgen {__version__}"
+    assert out.splitlines()[1].startswith("data snapshot ")
     helptext = subprocess.run([sys.executable, "-m", "envgen", "resolve", "--help"],
                               capture_output=True, text=True, check=True).stdout
     assert "examples:" in helptext and "--gpu-arch" in helptext and "Ranking:" in helptext
