@@ -27,6 +27,7 @@ from envgen.validate import no_newlines
 ENVIRONMENT = "environment.yml"
 CONDA_LOCK = "conda-lock.yml"
 PIP_LOCK = "requirements.lock.txt"
+VIRTUAL_PACKAGES = "virtual-packages.yml"  # conda-lock --virtual-package-spec
 
 
 @dataclass(frozen=True)
@@ -108,18 +109,43 @@ def pip_options(plan: LockPlan) -> list[str]:
               for u in plan.pip.extra_index_urls)]
 
 
+PYPI = "https://pypi.org/simple"
+
+
 def environment_yml(s: Solved) -> str:
+    """The spec, in the form conda-lock reads: pip's indexes as ``pip-repositories`` (an
+    ``--index-url`` line in the pip list is pip's syntax, which conda-lock refuses), and
+    ``allow-pypi-requests: false`` when the index replaces PyPI."""
     plan = s.plan
     assert plan.conda is not None
+    main = plan.pip.index_url.rstrip("/")
+    repositories = [u for u in (main, *plan.pip.extra_index_urls) if u.rstrip("/") != PYPI]
     doc = {
         "name": plan.combination.id,
         "channels": list(plan.conda.channels),
-        "dependencies": [*plan.conda.specs,
-                         {"pip": [*pip_options(plan), *plan.pip.requirements]}],
+        "dependencies": [*plan.conda.specs, {"pip": list(plan.pip.requirements)}],
+        **({"pip-repositories": [no_newlines(u, "an index URL") for u in repositories]}
+           if repositories else {}),
+        **({"allow-pypi-requests": False} if main != PYPI else {}),
         "platforms": [plan.conda.subdir],
     }
     head = _header(s, "Conda environment spec (human-readable; the locks pin it)")
+    if repositories:
+        hint = f"PIP_INDEX_URL={main}"
+        if plan.pip.extra_index_urls:
+            hint += f" PIP_EXTRA_INDEX_URL='{' '.join(plan.pip.extra_index_urls)}'"
+        head.append(f"pip-repositories is conda-lock's key; for `conda env create` set {hint}")
     return _comment(head) + yaml.dump(doc)
+
+
+def virtual_packages_yml(s: Solved) -> str:
+    """The target machine's virtual packages (__cuda, __glibc, __linux …) in conda-lock's
+    ``--virtual-package-spec`` format: what the lock was solved for."""
+    plan = s.plan
+    assert plan.conda is not None
+    packages = {name: f"{version} {build}".strip() for name, version, build in plan.conda.virtual}
+    head = _header(s, "the target's virtual packages, for conda-lock --virtual-package-spec")
+    return _comment(head) + yaml.dump({"subdirs": {plan.conda.subdir: {"packages": packages}}})
 
 
 def _split_dep(spec: str) -> tuple[str, str]:
@@ -127,7 +153,11 @@ def _split_dep(spec: str) -> tuple[str, str]:
     return name, rest.strip() or "*"
 
 
-def conda_lock_yml(s: Solved) -> str:
+def conda_lock_yml(s: Solved, environment: str, virtual_packages: str) -> str:
+    """conda-lock's lock file; its content hash is conda-lock's over ``environment`` and
+    ``virtual_packages`` (the texts of environment.yml and virtual-packages.yml)."""
+    from envgen.lock.conda_lock_hash import content_hash
+
     plan = s.plan
     assert plan.conda is not None
     subdir = plan.conda.subdir
@@ -154,7 +184,7 @@ def conda_lock_yml(s: Solved) -> str:
     doc = {
         "version": 1,
         "metadata": {
-            "content_hash": {subdir: plan.inputs_hash().removeprefix("sha256:")},
+            "content_hash": {subdir: content_hash(environment, virtual_packages, subdir)},
             "channels": [{"url": c, "used_env_vars": []} for c in plan.conda.channels],
             "platforms": [subdir],
             "sources": [ENVIRONMENT],
@@ -168,6 +198,8 @@ def conda_lock_yml(s: Solved) -> str:
     head = _header(s, "conda-lock lock file (conda + pip packages, each with URL and hash)",
                    install=f"conda-lock install --prefix PREFIX {CONDA_LOCK}   # or: "
                    f"envgen install . --prefix PREFIX")
+    head.append(f"conda-lock sees it as current: conda-lock lock --check-input-hash -f "
+                f"{ENVIRONMENT} --virtual-package-spec {VIRTUAL_PACKAGES} -p {subdir}")
     return _comment(head) + yaml.dump(doc)
 
 

@@ -60,8 +60,10 @@ class CondaFlavor:
         return conda_plan(facts, combo, options, sources)
 
     def files(self, solved) -> dict[str, str]:
-        return {files.ENVIRONMENT: files.environment_yml(solved),
-                files.CONDA_LOCK: files.conda_lock_yml(solved)}
+        environment = files.environment_yml(solved)
+        virtual = files.virtual_packages_yml(solved)
+        return {files.ENVIRONMENT: environment, files.VIRTUAL_PACKAGES: virtual,
+                files.CONDA_LOCK: files.conda_lock_yml(solved, environment, virtual)}
 
     def create_env(self, manifest, prefix, *, cache_dir, ca_cert, progress) -> int:
         return envs.install_conda(manifest, prefix, cache_dir, ca_cert, progress)
