@@ -22,7 +22,7 @@ from envgen.facts.model import Facts
 from envgen.lock.conda_solve import CondaPackage, solve_conda
 from envgen.lock.files import Solved, lock_hash, render
 from envgen.lock.manifest import MANIFEST, Manifest, read_manifest
-from envgen.lock.pip_compile import PipPackage, compile_pip, uv_version
+from envgen.lock.pip_compile import PipPackage, compile_pip_lock, uv_version
 from envgen.lock.plan import LockOptions, LockPlan, make_plan
 from envgen.resolve.combination import Combination
 from envgen.versions import dotted_key
@@ -93,14 +93,14 @@ def solve(facts: Facts, combo: Combination, options: LockOptions, sources: dict[
         conda = solve_conda(plan.conda, cache_dir=cache, offline=options.offline,
                             ca_cert=options.ca_cert, exclude_newer=options.exclude_newer,
                             progress=progress)
-    pip = compile_pip(plan.pip.requirements, python_version=plan.pip.python_version,
-                      python_platform=plan.pip.python_platform, index_url=plan.pip.index_url,
-                      extra_index_urls=plan.pip.extra_index_urls, cache_dir=cache,
-                      offline=options.offline, exclude_newer=options.exclude_newer,
-                      ca_cert=options.ca_cert, progress=progress)
+    pip, pylock = compile_pip_lock(
+        plan.pip.requirements, python_version=plan.pip.python_version,
+        python_platform=plan.pip.python_platform, index_url=plan.pip.index_url,
+        extra_index_urls=plan.pip.extra_index_urls, cache_dir=cache, offline=options.offline,
+        exclude_newer=options.exclude_newer, ca_cert=options.ca_cert, progress=progress)
     nvcc = _check_toolchain(plan, conda, pip, facts)
     return Solved(plan=plan, options=options, conda=tuple(conda), pip=tuple(pip),
-                  tools=tool_versions(), nvcc=nvcc)
+                  tools=tool_versions(), nvcc=nvcc, pylock=pylock)
 
 
 def finish(solved: Solved, image: tuple[dict[str, str], dict] | None = None) -> LockResult:

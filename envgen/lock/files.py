@@ -28,6 +28,7 @@ ENVIRONMENT = "environment.yml"
 CONDA_LOCK = "conda-lock.yml"
 PIP_LOCK = "requirements.lock.txt"
 VIRTUAL_PACKAGES = "virtual-packages.yml"  # conda-lock --virtual-package-spec
+PYLOCK = "pylock.toml"  # PEP 751: the pip part, as uv wrote it
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,7 @@ class Solved:
     pip: tuple[PipPackage, ...]
     tools: dict[str, str]
     nvcc: str | None = None  # the locked CUDA compiler's version, as checked by lock()
+    pylock: str | None = None  # uv's PEP 751 lock of the pip part (written as pylock.toml)
 
 
 def regenerate_command(plan: LockPlan, options: LockOptions) -> str:
@@ -219,6 +221,18 @@ def requirements_lock(s: Solved) -> str:
     return "".join(out)
 
 
+def pylock_toml(s: Solved) -> str:
+    """uv's PEP 751 lock of the pip part (the same packages and hashes as
+    requirements.lock.txt), with envgen's header."""
+    assert s.pylock is not None
+    plan = s.plan
+    head = _header(s, f"PEP 751 lock of the pip part for Python {plan.pip.python_version} on "
+                   f"{plan.pip.python_platform} (written by uv)",
+                   install=f"uv pip sync --python PYTHON {PYLOCK}   # or: pip install "
+                   f"--no-deps --require-hashes -r {PIP_LOCK}")
+    return _comment(head) + s.pylock
+
+
 def manifest(s: Solved, files: dict[str, str], image: dict | None = None) -> Manifest:
     """The sealed manifest of a solved lock whose other files are ``files``."""
     plan = s.plan
@@ -267,6 +281,8 @@ def render(s: Solved, image: tuple[dict[str, str], dict] | None = None) -> dict[
 
     files = flavor_for(s.plan.flavor).files(s)
     files[PIP_LOCK] = requirements_lock(s)
+    if s.pylock is not None:
+        files[PYLOCK] = pylock_toml(s)
     if image is not None:
         files.update(image[0])
     files[MANIFEST] = manifest(s, files, image[1] if image else None).to_json()

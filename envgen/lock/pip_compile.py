@@ -24,6 +24,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from packaging.pylock import PackageSdist, PackageWheel, Pylock, PylockValidationError
 from packaging.tags import Tag, compatible_tags, cpython_tags
@@ -260,11 +261,23 @@ def _no_sha256(doc: dict) -> None:
                 raise _unhashed(f.get("url") or f.get("path") or "?")
 
 
-def compile_pip(requirements: tuple[str, ...], *, python_version: str, python_platform: str,
-                index_url: str, extra_index_urls: tuple[str, ...], cache_dir: Path,
-                offline: bool = False, exclude_newer: str | None = None,
-                ca_cert: Path | None = None,
-                progress: Callable[[str], None] = lambda _m: None) -> list[PipPackage]:
+class PipLock(NamedTuple):
+    """The packages of a pip lock and uv's PEP 751 text of it (written as pylock.toml)."""
+
+    packages: list[PipPackage]
+    pylock: str
+
+
+def compile_pip(requirements: tuple[str, ...], **kwargs) -> list[PipPackage]:
+    """The packages only: see :func:`compile_pip_lock`."""
+    return compile_pip_lock(requirements, **kwargs).packages
+
+
+def compile_pip_lock(requirements: tuple[str, ...], *, python_version: str,
+                     python_platform: str, index_url: str, extra_index_urls: tuple[str, ...],
+                     cache_dir: Path, offline: bool = False, exclude_newer: str | None = None,
+                     ca_cert: Path | None = None,
+                     progress: Callable[[str], None] = lambda _m: None) -> PipLock:
     """Resolve and hash-pin ``requirements`` for the target; one uv run."""
     progress(f"resolving pip packages for Python {python_version} ({python_platform}) with uv")
     env = dict(os.environ)
@@ -296,4 +309,5 @@ def compile_pip(requirements: tuple[str, ...], *, python_version: str, python_pl
                 proc = run(platform)
         if proc.returncode != 0:
             raise _failure(proc.stderr, [index_url, *extra_index_urls], offline)
-        return parse_pylock(out.read_text(encoding="utf-8"))
+        text = out.read_text(encoding="utf-8")
+        return PipLock(parse_pylock(text), text)

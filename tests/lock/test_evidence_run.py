@@ -172,7 +172,7 @@ def test_t1_os_package_cell_locks_for_debian_13(evidence_matrix, wheel_index, tm
     assert made.returncode == 0, made.stderr
     assert json.loads(made.stdout)["lock_hash"] == doc["lock"]["hash"]
     lock_dir = tmp_path / "locks" / combo
-    assert sorted(p.name for p in lock_dir.iterdir()) == ["envgen.lock.json",
+    assert sorted(p.name for p in lock_dir.iterdir()) == ["envgen.lock.json", "pylock.toml",
                                                           "requirements.lock.txt"]
     manifest = read_manifest(lock_dir)
     assert manifest.flavor == "os-package" and manifest.conda is None
