@@ -102,7 +102,7 @@ def test_pages_load_without_console_errors(browser, site_url):
     _wait(lambda: images.get_attribute("data-ready") == "true", what="the images list")
     assert "publish" in images.find_element(By.CSS_SELECTOR, "[data-count]").text
     for page in ("", "quickstart/", "concepts/", "cli/", "broken-environment/",
-                 "before-you-launch/", "gpu-runners/"):
+                 "before-you-launch/", "gpu-runners/", "schemas/"):
         browser.get(f"{site_url}/{page}")
         _wait(lambda: browser.execute_script("return document.readyState") == "complete")
     assert _errors(browser) == []

@@ -70,3 +70,15 @@ def test_the_checker_sees_a_missing_file(tmp_path):
     assert _target(tmp_path, page, "x.png") == tmp_path / "a" / "x.png"
     assert _target(tmp_path, page, "https://example.org/") is None
     assert not _target(tmp_path, page, "../b/").is_file()
+
+
+def test_the_json_schemas_are_published_with_their_page(built_site):
+    from envgen.schemas import __file__ as schemas_init
+
+    shipped = sorted(p.name for p in Path(schemas_init).parent.glob("*.schema.json"))
+    assert shipped and sorted(p.name for p in (built_site / "schemas").glob("*.json")) == shipped
+    page = (built_site / "schemas" / "index.html").read_text(encoding="utf-8")
+    for name in ("lock-manifest", "result-record", "compatibility-table", "doctor-snapshot"):
+        assert f"{name}.schema.json" in page
+    for name in shipped:
+        json.loads((built_site / "schemas" / name).read_text(encoding="utf-8"))
