@@ -34,7 +34,7 @@ from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
 from envgen.errors import DataError
-from envgen.results.table import HEADER, PLATFORM, REGENERATE, Row, Table, site_link
+from envgen.results.table import HEADER, PLATFORM, Row, Table, site_link
 from envgen.results.tiers import LABELS, MEANINGS, TIERS
 
 if TYPE_CHECKING:
@@ -230,8 +230,7 @@ def _row(axes, cid: str, framework: str, version: str, torch: str, cuda: str, py
 
 
 def _value_of(doc: dict[str, Any], name: str, row: list[int]) -> Any:
-    if name == "gpu":
-        return None  # a set: see _pairs
+    """The value of filter ``name`` (not "gpu": a row has a set of architectures)."""
     return doc["axes"][name][row[COLUMNS.index(name)]]
 
 
@@ -290,5 +289,3 @@ def render_selector_json(doc: dict[str, Any]) -> str:
     text = json.dumps(head, ensure_ascii=False, indent=1)
     return text[:-2] + ',\n"rows": [\n' + body + "\n]\n}\n"
 
-
-REGENERATE_HINT = f"regenerate it with `{REGENERATE}`"
