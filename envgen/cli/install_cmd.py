@@ -16,16 +16,18 @@ examples:
   ./env/bin/python -c "import torch, deepspeed; print(torch.version.cuda)"
 
 Conda flavor: py-rattler downloads each conda package, checks its sha256 against the lock and
-links it; then the prefix's pip installs requirements.lock.txt with --require-hashes --no-deps
-(no resolution on the target; pip.conf and PIP_* index settings are ignored). Venv flavor: a
-venv of the locked Python (it must be installed here), then the same pip step.
+links it; then uv (envgen's own; the prefix's pip where uv is missing) installs
+requirements.lock.txt into the prefix's Python with --require-hashes --no-deps, its progress
+lines shown (no resolution on the target; pip.conf, uv.toml and PIP_* / UV_* index settings are
+ignored). Venv flavor: a venv of the locked Python (it must be installed here), then the same
+pip step.
 A failed or interrupted install (Ctrl-C, SIGTERM) removes the prefix it created (or empties
 the empty folder it was given). An install killed outright leaves its marker
 (PREFIX/.envgen-install.json): the next install into PREFIX names it, and --clear-incomplete
 removes it first. Before installing, the manifest's own hash and every lock file's hash are
 checked: an edited lock is refused.
 
-exit codes: 0 installed, 1 failure (an edited lock, a hash mismatch, pip or the conda
+exit codes: 0 installed, 1 failure (an edited lock, a hash mismatch, uv / pip or the conda
 installer failed), 2 usage error, 4 environment (network, filesystem), 130/143 interrupted.
 """
 

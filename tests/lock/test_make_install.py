@@ -400,3 +400,31 @@ def test_interrupted_write_leaves_old_lock_or_nothing(make_args, tmp_path):
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+
+
+def test_install_uses_uv_with_progress_and_pip_without_uv(make_args, tmp_path, monkeypatch):
+    """uv installs the pip part (its progress lines passed on); where uv's binary is missing,
+    pip does the same install: the same packages, hash-checked."""
+    from envgen.lock import install as installing
+    from envgen.lock import pip_compile
+
+    assert run_envgen(*make_args, "--cuda", "12.8").returncode == 0
+    d = lock_dir(tmp_path)
+    seen: dict[str, list[str]] = {}
+    for name in ("uv", "pip"):
+        if name == "pip":
+            monkeypatch.setattr(pip_compile, "uv_binary", lambda: "/nonexistent/uv")
+        lines: list[str] = []
+        result = installing.install(d, tmp_path / f"env-{name}", cache_dir=tmp_path / "cache",
+                                    progress=lines.append)
+        assert result.pip_packages == 6
+        seen[name] = lines
+        listed = subprocess.run([str(result.python), "-c", "import importlib.metadata as m; "
+                                 "print(sorted(d.metadata['Name'].lower() for d in "
+                                 "m.distributions()))"], capture_output=True, text=True,
+                                check=True).stdout
+        assert "'deepspeed'" in listed and "'torch'" in listed
+    assert any(line.startswith("installing 6 pip packages with uv") for line in seen["uv"])
+    assert any(line.strip().startswith("Installed 6 packages") for line in seen["uv"])
+    assert any(line.startswith("installing 6 pip packages with pip") for line in seen["pip"])
+    assert any("Successfully installed" in line for line in seen["pip"])
