@@ -13,7 +13,8 @@ from envgen.errors import UsageError
 
 EPILOG = """\
 examples:
-  envgen make --framework deepspeed --cuda 13.2 --flavor venv --gpu-arch sm_90 --image
+  envgen make --framework deepspeed --cuda 13.2 --flavor venv --os debian-12 --python 3.11 \\
+      --gpu-arch sm_90 --image
   envgen build locks/deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64
   envgen build DIR --registry ghcr.io/acme --push
   envgen build DIR --ca-cert /etc/ssl/corp-proxy.pem          # behind a TLS-intercepting proxy

@@ -49,7 +49,8 @@ examples:
   envgen resolve --framework megatron-core --gpu-arch sm_90 --driver 535.104.05 --json
   envgen make --framework deepspeed --cuda 12.1            # locks in ./locks/<id>/
   envgen install locks/<id> --prefix ./env
-  envgen make --framework deepspeed --cuda 13.2 --flavor venv --gpu-arch sm_90 --image
+  envgen make --framework deepspeed --cuda 13.2 --flavor venv --os debian-12 --python 3.11 \\
+      --gpu-arch sm_90 --image
   envgen build locks/<id>         # the image, ops compiled, tagged by content
   envgen matrix show --kind torch --cuda 12.4
   envgen matrix update            # show what changed on the indexes
