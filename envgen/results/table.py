@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from envgen.errors import DataError, UsageError
 from envgen.facts.cells import parse_combination_id
+from envgen.results.selector_markup import selector_markup
 from envgen.results.store import StoredRecord, load_many
 from envgen.results.tiers import (
     KNOWN_BAD,
@@ -436,41 +437,6 @@ def render_markdown(table: Table, page: Path) -> str:
         _summary_line(table),
     ]
     return "\n".join(lines) + "\n"
-
-
-_SELECTOR_LABELS = {"framework": "Framework", "framework_version": "Release", "cuda": "CUDA",
-                    "torch": "PyTorch", "python": "Python", "os": "OS",
-                    "gpu": "GPU (name or arch)", "tier": "Evidence at least"}
-SELECTOR_DATA = "selector.json"  # docs/selector.json, next to the page
-
-
-def selector_markup() -> list[str]:
-    """The selector's HTML (one raw block, no blank line inside): a labelled control per
-    filter (``data-filter``), the count, the explanation box and the rows' table; the page's
-    script (docs/js/selector.js) fills them from docs/selector.json."""
-    lines = [f'<div id="envgen-selector" class="envgen-selector" data-src="{SELECTOR_DATA}">',
-             '<div class="envgen-controls" role="group" aria-label="Choose a combination">']
-    for name, label in _SELECTOR_LABELS.items():
-        lines.append(f'<div class="envgen-control"><label for="envgen-{name}">{label}</label>'
-                     f'<select id="envgen-{name}" name="{name}" data-filter="{name}">'
-                     '<option value="">any</option></select></div>')
-    lines += [
-        '<div class="envgen-control"><button type="button" data-reset>Clear all</button></div>',
-        "</div>",
-        '<p class="envgen-count" data-count role="status" aria-live="polite">The selector '
-        "needs JavaScript; the rows with evidence are listed below.</p>",
-        '<p class="envgen-subset" data-subset></p>',
-        '<div class="envgen-empty" data-empty hidden></div>',
-        '<div class="envgen-scroll" tabindex="0" role="region" aria-label="Matching '
-        'combinations"><table class="envgen-rows"><thead><tr>'
-        + "".join(f'<th scope="col">{h}</th>' for h in
-                  ("Framework", "torch", "CUDA", "Python", "OS", "Tier", "Evidence",
-                   "Commands"))
-        + "</tr></thead><tbody data-rows></tbody></table></div>",
-        '<button type="button" data-more hidden>Show more</button>',
-        "</div>",
-    ]
-    return lines
 
 
 def render_json(table: Table, root: Path) -> str:

@@ -10,14 +10,6 @@ if [ -n "${ENVGEN_CHROMIUM:-}" ]; then  # another Chromium named (e.g. a CI imag
     log "using ENVGEN_CHROMIUM=$ENVGEN_CHROMIUM and ENVGEN_CHROMEDRIVER=${ENVGEN_CHROMEDRIVER:-}"
     exit 0
 fi
-need=()
-for pair in /usr/bin/chromium:chromium /usr/bin/chromedriver:chromium-driver; do
-    [ -x "${pair%%:*}" ] || need+=("${pair#*:}")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    log "apt-get install ${need[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+bash "$(dirname "$0")/apt-need.sh" browser-up /usr/bin/chromium:chromium \
+    /usr/bin/chromedriver:chromium-driver
 log "$(/usr/bin/chromium --version 2>/dev/null | head -1); $(/usr/bin/chromedriver --version 2>/dev/null | head -1)"

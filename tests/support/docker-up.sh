@@ -16,17 +16,9 @@ REGISTRY=${ENVGEN_TEST_REGISTRY:-127.0.0.1:5000}
 STATE=${ENVGEN_TEST_STATE:-/var/lib/envgen-test}
 log() { printf 'docker-up: %s\n' "$*" >&2; }
 
-need=()
-for pair in /usr/bin/docker:docker.io /usr/bin/containerd:containerd /usr/sbin/runc:runc \
-            /usr/sbin/debootstrap:debootstrap /usr/bin/docker-registry:docker-registry; do
-    [ -x "${pair%%:*}" ] || need+=("${pair#*:}")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    log "apt-get install ${need[*]}"
-    export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+bash "$(dirname "$0")/apt-need.sh" docker-up /usr/bin/docker:docker.io \
+    /usr/bin/containerd:containerd /usr/sbin/runc:runc /usr/sbin/debootstrap:debootstrap \
+    /usr/bin/docker-registry:docker-registry
 
 mkdir -p "$STATE"
 if ! $DOCKER version >/dev/null 2>&1; then
