@@ -49,4 +49,8 @@ def fact_values(axis: str) -> Callable[..., list[str]]:
     return complete
 
 
-FLAVORS = ("conda", "venv", "os-package")
+def flavors(prefix: str = "", **_) -> list[str]:
+    """An argcomplete completer: the lock flavors (envgen.facts.model.Toolchain.FLAVORS)."""
+    from envgen.facts.model import Toolchain
+
+    return [f for f in Toolchain.FLAVORS if f.startswith(prefix)]

@@ -45,7 +45,7 @@ AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl
 
 
 def add_request_options(parser: argparse.ArgumentParser) -> None:
-    from envgen.cli.completers import FLAVORS, fact_values
+    from envgen.cli.completers import fact_values, flavors
 
     g = parser.add_argument_group("request (any subset)")
 
@@ -74,7 +74,7 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
                  "provide: conda (default for make), venv (pip only; CUDA 13+) or os-package "
                  "(the CUDA toolkit the OS ships: needs --os, e.g. --os debian-13)",
                  complete=False)
-    flavor.completer = lambda prefix="", **_: [f for f in FLAVORS if f.startswith(prefix)]
+    flavor.completer = flavors
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:

@@ -111,24 +111,22 @@ def pip_options(plan: LockPlan) -> list[str]:
               for u in plan.pip.extra_index_urls)]
 
 
-PYPI = "https://pypi.org/simple"
-
-
 def environment_yml(s: Solved) -> str:
     """The spec, in the form conda-lock reads: pip's indexes as ``pip-repositories`` (an
     ``--index-url`` line in the pip list is pip's syntax, which conda-lock refuses), and
-    ``allow-pypi-requests: false`` when the index replaces PyPI."""
+    ``allow-pypi-requests: false`` when ``--index-url`` replaced PyPI."""
     plan = s.plan
     assert plan.conda is not None
     main = plan.pip.index_url.rstrip("/")
-    repositories = [u for u in (main, *plan.pip.extra_index_urls) if u.rstrip("/") != PYPI]
+    replaced = bool(s.options.index_url)  # else main is matrix/sources.toml's PyPI
+    repositories = [*([main] if replaced else []), *plan.pip.extra_index_urls]
     doc = {
         "name": plan.combination.id,
         "channels": list(plan.conda.channels),
         "dependencies": [*plan.conda.specs, {"pip": list(plan.pip.requirements)}],
         **({"pip-repositories": [no_newlines(u, "an index URL") for u in repositories]}
            if repositories else {}),
-        **({"allow-pypi-requests": False} if main != PYPI else {}),
+        **({"allow-pypi-requests": False} if replaced else {}),
         "platforms": [plan.conda.subdir],
     }
     head = _header(s, "Conda environment spec (human-readable; the locks pin it)")
