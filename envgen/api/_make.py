@@ -52,6 +52,9 @@ class MakeResult:
             "lock_hash": r.lock_hash, "inputs_hash": r.plan.inputs_hash(),
             "files": sorted(r.files), "conda_packages": len(r.conda),
             "pip_packages": len(r.pip), "nvcc": r.nvcc, "gcc": r.plan.gcc,
+            "built_from_sdist": [f"{b.name}=={b.version}" for b in r.build.sdists]
+            if r.build else [],
+            "build_packages": len(r.build.packages) if r.build else 0,
             "combination": c.to_dict(), "seconds": round(self.seconds, 3),
             "image": image.to_dict() if image else None,
         }

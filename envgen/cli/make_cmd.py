@@ -156,8 +156,10 @@ def summary(made, target: Path) -> str:
         f"  {c.framework} {c.framework_version} + {c.torch_pin} ({src}), Python {c.python}, "
         f"{c.os}, {c.platform}",
         f"  toolchain ({tool})",
-        f"  {len(result.conda)} conda + {len(result.pip)} pip packages, every file hash-pinned; "
-        f"lock hash {result.lock_hash[:19]}…",
+        f"  {len(result.conda)} conda + {len(result.pip)} pip packages"
+        + (f" + {len(result.build.packages)} build dependencies of the sdists "
+           f"({', '.join(b.name for b in result.build.sdists)})" if result.build else "")
+        + f", every file hash-pinned; lock hash {result.lock_hash[:19]}…",
     ]
     lines += [f"  note: {n}" for n in c.notes if "curated data only" not in n]
     files = "  ".join(sorted(result.files))

@@ -46,6 +46,7 @@ def render_for_lock(solved, facts, recipes: Recipes, lock_hash: str
         regenerate=regenerate_command(plan, solved.options),
         os_toolkit=plan.os_toolkit,
         os_packages=plan.os_packages if plan.os_toolkit else (),
-        cuda_home=plan.env.get("CUDA_HOME") if plan.os_toolkit else None)
+        cuda_home=plan.env.get("CUDA_HOME") if plan.os_toolkit else None,
+        build=solved.build.packages if solved.build else ())
     return render_image(inp, recipes, solved.options.image,
                         supported_archs=tuple(toolkit.archs) if toolkit else ())

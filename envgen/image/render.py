@@ -26,6 +26,7 @@ DOCKERFILE = "Dockerfile"
 DOCKERIGNORE = ".dockerignore"
 BASE_LOCK = "image/base.lock.txt"
 FRAMEWORK_LOCK = "image/framework.lock.txt"
+BUILD_LOCK = "image/build.lock.txt"
 CONDA_EXPLICIT = "image/conda-explicit.txt"
 CA_README = "image/ca-certificates/README"
 PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
@@ -106,6 +107,8 @@ class ImageInput:
     os_toolkit: dict[str, str] | None = None
     os_packages: tuple[str, ...] = ()
     cuda_home: str | None = None
+    # the hash-pinned build dependencies of the lock's sdists (installed before any build)
+    build: tuple[PipPackage, ...] = ()
 
 
 def _base(inp: ImageInput, recipes: Recipes, options: ImageOptions) -> tuple[str, Base | None]:
@@ -332,6 +335,9 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
                              inp.pip_options, base_pkgs),
         FRAMEWORK_LOCK: _pip_file("the framework, built with its ops in the builder",
                                   inp.pip_options, framework_pkgs),
+        **({BUILD_LOCK: _pip_file("build dependencies of the lock's sdists (installed first, "
+                                  "hash-checked; then every sdist builds without isolation)",
+                                  inp.pip_options, list(inp.build))} if inp.build else {}),
         CA_README: "Extra CA certificates (*.crt) for the builder; `envgen build --ca-cert "
                    "FILE` adds them to the build context here. Never commit a CA.\n",
     }
@@ -381,6 +387,10 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "BUILD_ONLY_NOTE": " ".join(prune_names) or "nothing",
         "ENV_KEY": "CONDA_PREFIX" if flavor.env_kind == "conda" else "VIRTUAL_ENV",
         "LABELS": _labels(inp, base_ref, base, arch_text, name.tag, ops.ops),
+        "BASE_LOCKS": " ".join([BASE_LOCK, *([BUILD_LOCK] if inp.build else [])]),
+        "BUILD_DEPS": ("/opt/env/bin/python -m pip install --no-deps --require-hashes -r "
+                       "/tmp/envgen/build.lock.txt \\\n && " if inp.build else ""),
+        "NO_ISOLATION": "--no-build-isolation " if inp.build else "",
     }
     for key in SINGLE_LINE:  # a line break here would add Dockerfile instructions
         validate.no_newlines(fill_values[key], f"the Dockerfile's {key.lower()}")

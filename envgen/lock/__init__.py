@@ -1,10 +1,11 @@
 """The lock stage: a resolved combination → its locked environment.
 
 Input: facts, a Combination, LockOptions (flavor, sources) and the matrix's index URLs.
-Output: ``solve()`` → Solved (conda part with py-rattler, pip part with uv, the toolchain
-promise checked); ``finish()`` → LockResult (file name → text, lock hash, typed Manifest);
-``write_lock()`` puts the files on disk atomically. Flavors: envgen/lock/flavors.py. This
-stage never imports the image stage: envgen.image adds its files through ``finish(image=…)``.
+Output: ``solve()`` → Solved (conda part with py-rattler, pip part with uv, the build
+dependencies of its sdists with uv, the toolchain promise checked); ``finish()`` → LockResult
+(file name → text, lock hash, typed Manifest); ``write_lock()`` puts the files on disk
+atomically. Flavors: envgen/lock/flavors.py. This stage never imports the image stage:
+envgen.image adds its files through ``finish(image=…)``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from envgen.atomic import write_dir
 from envgen.config import cache_root
 from envgen.errors import EnvgenError
 from envgen.facts.model import Facts
+from envgen.lock.build_deps import BuildLock, lock_build_deps
 from envgen.lock.conda_solve import CondaPackage, solve_conda
 from envgen.lock.files import Solved, lock_hash, render
 from envgen.lock.manifest import MANIFEST, Manifest, read_manifest
@@ -42,6 +44,7 @@ class LockResult:
     pip: tuple[PipPackage, ...]
     nvcc: str | None
     manifest: Manifest
+    build: BuildLock | None = None  # the sdists' hash-locked build dependencies
 
 
 def tool_versions() -> dict[str, str]:
@@ -99,8 +102,13 @@ def solve(facts: Facts, combo: Combination, options: LockOptions, sources: dict[
         extra_index_urls=plan.pip.extra_index_urls, cache_dir=cache, offline=options.offline,
         exclude_newer=options.exclude_newer, ca_cert=options.ca_cert, progress=progress)
     nvcc = _check_toolchain(plan, conda, pip, facts)
+    build = lock_build_deps(
+        tuple(pip), python_version=plan.pip.python_version,
+        python_platform=plan.pip.python_platform, index_url=plan.pip.index_url,
+        extra_index_urls=plan.pip.extra_index_urls, cache_dir=cache, offline=options.offline,
+        exclude_newer=options.exclude_newer, ca_cert=options.ca_cert, progress=progress)
     return Solved(plan=plan, options=options, conda=tuple(conda), pip=tuple(pip),
-                  tools=tool_versions(), nvcc=nvcc, pylock=pylock)
+                  tools=tool_versions(), nvcc=nvcc, pylock=pylock, build=build)
 
 
 def finish(solved: Solved, image: tuple[dict[str, str], dict] | None = None) -> LockResult:
@@ -111,7 +119,8 @@ def finish(solved: Solved, image: tuple[dict[str, str], dict] | None = None) -> 
     rendered = render(solved, image)
     return LockResult(plan=solved.plan, files=rendered, lock_hash=lock_hash(solved),
                       conda=solved.conda, pip=solved.pip, nvcc=solved.nvcc,
-                      manifest=Manifest.from_dict(json.loads(rendered[MANIFEST])))
+                      manifest=Manifest.from_dict(json.loads(rendered[MANIFEST])),
+                      build=solved.build)
 
 
 def lock(facts: Facts, combo: Combination, options: LockOptions, sources: dict[str, str],

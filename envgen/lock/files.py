@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from envgen import __version__
 from envgen.lock import yaml
+from envgen.lock.build_deps import BuildLock
 from envgen.lock.conda_solve import CondaPackage
 from envgen.lock.manifest import (
     MANIFEST,
@@ -29,6 +30,7 @@ CONDA_LOCK = "conda-lock.yml"
 PIP_LOCK = "requirements.lock.txt"
 VIRTUAL_PACKAGES = "virtual-packages.yml"  # conda-lock --virtual-package-spec
 PYLOCK = "pylock.toml"  # PEP 751: the pip part, as uv wrote it
+BUILD_LOCK = "build-requirements.lock.txt"  # the sdists' build dependencies, hash-pinned
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,7 @@ class Solved:
     tools: dict[str, str]
     nvcc: str | None = None  # the locked CUDA compiler's version, as checked by lock()
     pylock: str | None = None  # uv's PEP 751 lock of the pip part (written as pylock.toml)
+    build: BuildLock | None = None  # the build dependencies of the sdists in ``pip``
 
 
 def regenerate_command(plan: LockPlan, options: LockOptions) -> str:
@@ -100,6 +103,8 @@ def lock_hash(s: Solved) -> str:
         "os_packages": list(s.plan.os_packages),
         "env": s.plan.env,
         **({"os_toolkit": s.plan.os_toolkit} if s.plan.os_toolkit else {}),
+        **({"build": [[p.name, p.version, list(p.hashes)] for p in s.build.packages]}
+           if s.build else {}),
     }
     blob = json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
     return "sha256:" + hashlib.sha256(blob).hexdigest()
@@ -196,26 +201,64 @@ def conda_lock_yml(s: Solved, environment: str, virtual_packages: str) -> str:
         "package": packages,
     }
     head = _header(s, "conda-lock lock file (conda + pip packages, each with URL and hash)",
-                   install=f"conda-lock install --prefix PREFIX {CONDA_LOCK}   # or: "
-                   f"envgen install . --prefix PREFIX")
+                   install=(f"conda-lock install --prefix PREFIX {CONDA_LOCK}   # or: "
+                            f"envgen install . --prefix PREFIX") if s.build is None else
+                   "envgen install . --prefix PREFIX")
+    if s.build is not None:
+        head.append(f"(not conda-lock install: its pip builds "
+                    f"{', '.join(f'{b.name} {b.version}' for b in s.build.sdists)} from source "
+                    f"with build tools it does not hash-check; envgen installs {BUILD_LOCK} "
+                    "first)")
     head.append(f"conda-lock sees it as current: conda-lock lock --check-input-hash -f "
                 f"{ENVIRONMENT} --virtual-package-spec {VIRTUAL_PACKAGES} -p {subdir}")
     return _comment(head) + yaml.dump(doc)
 
 
+def pip_install_command(s: Solved) -> str:
+    """The plain-pip install of the pip part: the sdists' build dependencies first (hashed),
+    then the lock built against them (no isolated build env downloading unhashed tools)."""
+    if s.build is None:
+        return f"pip install --no-deps --require-hashes -r {PIP_LOCK}"
+    return (f"pip install --no-deps --require-hashes -r {BUILD_LOCK} && pip install --no-deps "
+            f"--require-hashes --no-build-isolation -r {PIP_LOCK}")
+
+
+def _pinned(packages) -> list[str]:
+    return [" \\\n".join([f"{p.name}=={p.version}", *(f"    --hash=sha256:{h}"
+                                                     for h in p.hashes)]) + "\n"
+            for p in packages]
+
+
 def requirements_lock(s: Solved) -> str:
     plan = s.plan
-    install = f"pip install --no-deps --require-hashes -r {PIP_LOCK}"
     head = _header(s, f"pip lock (pip-tools format) for Python {plan.pip.python_version} on "
-                   f"{plan.pip.python_platform}", install=install)
+                   f"{plan.pip.python_platform}", install=pip_install_command(s))
     if plan.os_packages:
         head.append(f"Needs OS packages: {' '.join(plan.os_packages)}")
+    if s.build is not None:
+        head.append(f"Built from sdists on the target: "
+                    f"{', '.join(f'{b.name} {b.version}' for b in s.build.sdists)} "
+                    f"(their build dependencies: {BUILD_LOCK})")
     out = [_comment(["", *head, ""]).replace("# \n", "#\n")]
     out += [f"{line}\n" for line in pip_options(plan)]
     out.append("\n")
-    for p in s.pip:
-        lines = [f"{p.name}=={p.version}", *(f"    --hash=sha256:{h}" for h in p.hashes)]
-        out.append(" \\\n".join(lines) + "\n")
+    out += _pinned(s.pip)
+    return "".join(out)
+
+
+def build_lock(s: Solved) -> str:
+    """The hash-pinned build dependencies of the sdists in requirements.lock.txt."""
+    assert s.build is not None
+    plan = s.plan
+    head = _header(s, f"build dependencies (pip-tools format) of the sdists in {PIP_LOCK}, for "
+                   f"Python {plan.pip.python_version} on {plan.pip.python_platform}",
+                   install=pip_install_command(s))
+    head += [f"{b.name} {b.version} needs: {', '.join(b.requires) or 'nothing'} ({b.source})"
+             for b in s.build.sdists]
+    out = [_comment(["", *head, ""]).replace("# \n", "#\n")]
+    out += [f"{line}\n" for line in pip_options(plan)]
+    out.append("\n")
+    out += _pinned(s.build.packages)
     return "".join(out)
 
 
@@ -226,8 +269,11 @@ def pylock_toml(s: Solved) -> str:
     plan = s.plan
     head = _header(s, f"PEP 751 lock of the pip part for Python {plan.pip.python_version} on "
                    f"{plan.pip.python_platform} (written by uv)",
-                   install=f"uv pip sync --python PYTHON {PYLOCK}   # or: pip install "
-                   f"--no-deps --require-hashes -r {PIP_LOCK}")
+                   install=(f"uv pip sync --python PYTHON {PYLOCK}   # or: "
+                            f"{pip_install_command(s)}" if s.build is None else
+                            f"uv pip install --python PYTHON --no-deps --require-hashes -r "
+                            f"{BUILD_LOCK} && uv pip sync --python PYTHON --no-build-isolation "
+                            f"{PYLOCK}"))
     return _comment(head) + s.pylock
 
 
@@ -279,6 +325,8 @@ def render(s: Solved, image: tuple[dict[str, str], dict] | None = None) -> dict[
 
     files = flavor_for(s.plan.flavor).files(s)
     files[PIP_LOCK] = requirements_lock(s)
+    if s.build is not None:
+        files[BUILD_LOCK] = build_lock(s)
     if s.pylock is not None:
         files[PYLOCK] = pylock_toml(s)
     if image is not None:

@@ -4,7 +4,10 @@ Conda flavor: the locked conda packages are downloaded (sha256-verified) and lin
 py-rattler, then ``uv pip install --python <prefix>/bin/python --no-deps --require-hashes``
 (``<prefix>/bin/python -m pip install`` with the same options where uv is missing) installs
 the pip lock — no dependency resolution happens on the target; its progress lines are passed
-on as they come. Venv flavor: a venv of the locked Python, then the same pip step. The lock
+on as they come. A lock with sdists installs their hash-locked build dependencies first
+(build-requirements.lock.txt), then builds them with ``--no-build-isolation``: no build tool
+is downloaded unchecked; a lock with sdists but no build lock (an older envgen's) is refused.
+Venv flavor: a venv of the locked Python, then the same pip step. The lock
 files are checked against the hashes the manifest recorded before anything is installed; a
 failure removes the prefix it created.
 """
@@ -28,7 +31,7 @@ from envgen.errors import (
     note_rollback,
 )
 from envgen.lock.envs import InstallError
-from envgen.lock.files import PIP_LOCK
+from envgen.lock.files import BUILD_LOCK, PIP_LOCK, PYLOCK
 from envgen.lock.flavors import flavor_for
 from envgen.lock.manifest import Manifest, read_manifest
 
@@ -71,10 +74,13 @@ def _pip_env(ca_cert: Path | None) -> dict[str, str]:
     return env
 
 
-def _installer(python: Path, lock: Path, cache_dir: Path) -> tuple[str, list[str]]:
+def _installer(python: Path, lock: Path, cache_dir: Path,
+               no_build_isolation: bool = False) -> tuple[str, list[str]]:
     """(name, command) of the pip step: uv (a dependency of envgen, so normally there; ~2x
     faster than pip on a CUDA lock) when its binary is found, pip otherwise. Either installs
-    exactly the lock: --no-deps --require-hashes."""
+    exactly the lock: --no-deps --require-hashes (and --no-build-isolation once the sdists'
+    hash-locked build dependencies are in)."""
+    extra = ["--no-build-isolation"] if no_build_isolation else []
     try:
         from envgen.lock.pip_compile import uv_binary
 
@@ -83,9 +89,10 @@ def _installer(python: Path, lock: Path, cache_dir: Path) -> tuple[str, list[str
         uv = None
     if uv and Path(uv).exists():
         return "uv", [uv, "pip", "install", "--python", str(python), "--no-deps",
-                      "--require-hashes", "--cache-dir", str(cache_dir / "uv"), "-r", str(lock)]
+                      "--require-hashes", *extra, "--cache-dir", str(cache_dir / "uv"), "-r",
+                      str(lock)]
     return "pip", [str(python), "-m", "pip", "install", "--no-deps", "--require-hashes",
-                   "--no-input", "-r", str(lock)]
+                   *extra, "--no-input", "-r", str(lock)]
 
 
 # what uv (first) and pip print for the failures envgen explains
@@ -114,30 +121,62 @@ def _run_streaming(cmd: list[str], env: dict[str, str],
     return code, "\n".join(lines)
 
 
+def _count(lock: Path) -> int:
+    lines = lock.read_text(encoding="utf-8").splitlines()
+    return sum(1 for line in lines if line and not line.startswith(("#", "-", " ")))
+
+
+def unlocked_sdists(lock_dir: Path, manifest: Manifest) -> list[str]:
+    """The packages this lock builds from sdists on the target although it has no build lock
+    (made before envgen locked build dependencies): their build tools would be downloaded
+    unhashed. Read from pylock.toml; [] when the lock has a build lock or no pylock.toml."""
+    from envgen.lock.build_deps import built_from_sdist
+    from envgen.lock.pip_compile import parse_pylock
+
+    if BUILD_LOCK in manifest.files or PYLOCK not in manifest.files:
+        return []
+    packages = parse_pylock((lock_dir / PYLOCK).read_text(encoding="utf-8"))
+    return [f"{p.name} {p.version}" for p, _ in built_from_sdist(
+        packages, manifest.target.python, manifest.target.python_platform)]
+
+
 def _install_pip(lock_dir: Path, prefix: Path, ca_cert: Path | None, cache_dir: Path,
-                 progress: Callable[[str], None]) -> int:
+                 progress: Callable[[str], None], build_lock: bool = False) -> int:
     python = prefix / "bin" / "python"
     if not python.exists():
         raise InstallError(f"{python} does not exist after the conda step",
                            hint="the lock's conda part must contain python")
-    lines = (lock_dir / PIP_LOCK).read_text(encoding="utf-8").splitlines()
-    count = sum(1 for line in lines if line and not line.startswith(("#", "-", " ")))
-    name, cmd = _installer(python, lock_dir / PIP_LOCK, cache_dir)
+    if build_lock:
+        name, cmd = _installer(python, lock_dir / BUILD_LOCK, cache_dir)
+        progress(f"installing the {_count(lock_dir / BUILD_LOCK)} build dependencies of the "
+                 f"lock's sdists with {name} (hash-checked)")
+        code, output = _run_streaming(cmd, _pip_env(ca_cert), progress)
+        if code != 0:
+            raise _pip_failure(name, output, BUILD_LOCK)
+    count = _count(lock_dir / PIP_LOCK)
+    name, cmd = _installer(python, lock_dir / PIP_LOCK, cache_dir,
+                           no_build_isolation=build_lock)
     progress(f"installing {count} pip packages with {name} (hash-checked, no dependency "
-             "resolution)")
+             "resolution" + (", sdists built against the build dependencies above)"
+                             if build_lock else ")"))
     code, output = _run_streaming(cmd, _pip_env(ca_cert), progress)
     if code != 0:
-        tail = "\n".join("    " + line for line in output.strip().splitlines()[-15:])
-        if any(m in output for m in _HASH_MISMATCH):
-            raise InstallError("a pip package does not match the hash in the lock:\n" + tail,
-                               hint="the index serves different bytes than when the lock was "
-                               "made; regenerate the lock, or check the mirror")
-        if any(w in output for w in _NETWORK):
-            raise NetworkError("cannot download pip packages:\n" + tail,
-                               hint="check the network, or --ca-cert FILE behind a TLS proxy")
-        raise InstallError(f"{name} failed installing the lock:\n" + tail,
-                           hint=f"see {name}'s message above")
+        raise _pip_failure(name, output, PIP_LOCK)
     return count
+
+
+def _pip_failure(name: str, output: str, lock: str) -> Exception:
+    """The error for a failed pip/uv step, by what it printed."""
+    tail = "\n".join("    " + line for line in output.strip().splitlines()[-15:])
+    if any(m in output for m in _HASH_MISMATCH):
+        return InstallError(f"a pip package does not match the hash in {lock}:\n" + tail,
+                            hint="the index serves different bytes than when the lock was "
+                            "made; regenerate the lock, or check the mirror")
+    if any(w in output for w in _NETWORK):
+        return NetworkError("cannot download pip packages:\n" + tail,
+                            hint="check the network, or --ca-cert FILE behind a TLS proxy")
+    return InstallError(f"{name} failed installing {lock}:\n" + tail,
+                        hint=f"see {name}'s message above")
 
 
 MARKER = ".envgen-install.json"  # in a prefix while envgen installs into it
@@ -251,12 +290,21 @@ def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | No
     lock_dir, prefix = Path(lock_dir), Path(prefix).absolute()
     manifest = read_manifest(lock_dir)
     verify_files(lock_dir, manifest)
+    unhashed = unlocked_sdists(lock_dir, manifest)
+    if unhashed:
+        raise InstallError(
+            f"this lock builds {', '.join(unhashed)} from source, and its build dependencies "
+            "are not hash-locked (the lock was made before envgen wrote "
+            f"{BUILD_LOCK}): installing would download them unchecked",
+            hint="regenerate the lock with the command in its header (the new lock has "
+            f"{BUILD_LOCK})")
     created = _check_prefix(prefix, clear_incomplete, progress)
     try:
         _write_marker(prefix, manifest)
         conda = flavor_for(manifest.flavor).create_env(manifest, prefix, cache_dir=cache_dir,
                                                         ca_cert=ca_cert, progress=progress)
-        pip = _install_pip(lock_dir, prefix, ca_cert, cache_dir, progress)
+        pip = _install_pip(lock_dir, prefix, ca_cert, cache_dir, progress,
+                           build_lock=BUILD_LOCK in manifest.files)
         (prefix / MARKER).unlink(missing_ok=True)
     except BaseException as exc:
         if created:

@@ -155,9 +155,11 @@ def clamp_platform(python_platform: str, known: tuple[str, ...]) -> str:
 
 def compile_command(requirements_in: Path, output: Path, *, python_version: str,
                     python_platform: str, index_url: str, extra_index_urls: tuple[str, ...],
-                    cache_dir: Path, offline: bool, exclude_newer: str | None) -> list[str]:
+                    cache_dir: Path, offline: bool, exclude_newer: str | None,
+                    constraints: Path | None = None) -> list[str]:
     """The exact uv command line (also what the benchmark compares envgen against)."""
     cmd = [uv_binary(), "pip", "compile", str(requirements_in), "-o", str(output),
+           *(["--constraints", str(constraints)] if constraints else []),
            "--format", "pylock.toml", "--generate-hashes", "--no-header", "--quiet",
            "--python-version", python_version, "--python-platform", python_platform,
            # uv must not hunt for (or download) a Python of the target version: markers are
@@ -276,10 +278,12 @@ def compile_pip(requirements: tuple[str, ...], **kwargs) -> list[PipPackage]:
 def compile_pip_lock(requirements: tuple[str, ...], *, python_version: str,
                      python_platform: str, index_url: str, extra_index_urls: tuple[str, ...],
                      cache_dir: Path, offline: bool = False, exclude_newer: str | None = None,
-                     ca_cert: Path | None = None,
+                     ca_cert: Path | None = None, constraints: tuple[str, ...] = (),
+                     what: str = "pip packages",
                      progress: Callable[[str], None] = lambda _m: None) -> PipLock:
-    """Resolve and hash-pin ``requirements`` for the target; one uv run."""
-    progress(f"resolving pip packages for Python {python_version} ({python_platform}) with uv")
+    """Resolve and hash-pin ``requirements`` for the target; one uv run. ``constraints``:
+    requirement lines that limit versions without adding packages (uv's --constraints)."""
+    progress(f"resolving {what} for Python {python_version} ({python_platform}) with uv")
     env = dict(os.environ)
     for key in ("UV_INDEX_URL", "UV_EXTRA_INDEX_URL", "UV_INDEX", "UV_DEFAULT_INDEX",
                 "UV_FIND_LINKS", "PIP_FIND_LINKS", "UV_PYTHON"):
@@ -289,12 +293,17 @@ def compile_pip_lock(requirements: tuple[str, ...], *, python_version: str,
     with tempfile.TemporaryDirectory(prefix="envgen-uv-") as tmp:
         req_in, out = Path(tmp) / "requirements.in", Path(tmp) / "pylock.toml"
         req_in.write_text("".join(f"{r}\n" for r in requirements), encoding="utf-8")
+        cons = None
+        if constraints:
+            cons = Path(tmp) / "constraints.txt"
+            cons.write_text("".join(f"{c}\n" for c in constraints), encoding="utf-8")
 
         def run(platform: str) -> subprocess.CompletedProcess:
             cmd = compile_command(req_in, out, python_version=python_version,
                                   python_platform=platform, index_url=index_url,
                                   extra_index_urls=extra_index_urls, cache_dir=cache_dir,
-                                  offline=offline, exclude_newer=exclude_newer)
+                                  offline=offline, exclude_newer=exclude_newer,
+                                  constraints=cons)
             return subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
 
         proc = run(python_platform)

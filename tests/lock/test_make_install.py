@@ -350,7 +350,7 @@ def test_pip_hash_mismatch_on_install(make_args, tmp_path, wheel_index):
     finally:
         server.state.files[path].data = original
     assert proc.returncode == 1
-    assert "a pip package does not match the hash in the lock" in proc.stderr
+    assert "a pip package does not match the hash in requirements.lock.txt" in proc.stderr
     assert "filelock" in proc.stderr
     assert not prefix.exists()
 

@@ -32,7 +32,8 @@ COPY --from=micromamba /bin/micromamba /usr/local/bin/micromamba
 COPY image/conda-explicit.txt /tmp/envgen/
 RUN --mount=type=cache,target=/opt/micromamba/pkgs \
     micromamba create --yes --prefix /opt/env --file /tmp/envgen/conda-explicit.txt
-# Everything in the pip lock but the framework, so a new framework version reuses this layer.
+# Everything in the pip lock but the framework, so a new framework version reuses this layer
+# (after the hash-locked build dependencies of its sdists, when it has any).
 COPY image/base.lock.txt /tmp/envgen/
 RUN --mount=type=cache,target=/root/.cache/pip \
     /opt/env/bin/python -m pip install --no-deps --require-hashes -r /tmp/envgen/base.lock.txt

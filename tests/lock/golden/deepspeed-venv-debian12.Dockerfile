@@ -25,7 +25,8 @@ ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_INPUT=1
 RUN python3.11 -m venv /opt/env
-# Everything in the pip lock but the framework, so a new framework version reuses this layer.
+# Everything in the pip lock but the framework, so a new framework version reuses this layer
+# (after the hash-locked build dependencies of its sdists, when it has any).
 COPY image/base.lock.txt /tmp/envgen/
 RUN --mount=type=cache,target=/root/.cache/pip \
     /opt/env/bin/python -m pip install --no-deps --require-hashes -r /tmp/envgen/base.lock.txt
