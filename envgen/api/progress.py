@@ -1,12 +1,5 @@
-"""How the library reports progress: a callback taking one line of text (the CLI prints it on
-stderr unless --quiet). Functions in envgen.api never print."""
+"""How the library reports progress (see envgen.progress, which the stages use too)."""
 
-from __future__ import annotations
+from envgen.progress import Progress, bars, count, quiet
 
-from collections.abc import Callable
-
-Progress = Callable[[str], None]
-
-
-def quiet(_message: str) -> None:
-    """The default callback: report nothing."""
+__all__ = ["Progress", "bars", "count", "quiet"]

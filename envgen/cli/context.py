@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from envgen.cli.progress import Reporter
     from envgen.facts.matrix import Matrix
 
 
@@ -26,10 +27,18 @@ class Context:
     err: TextIO = field(default_factory=lambda: sys.stderr)
     sources: dict[str, str] = field(default_factory=dict)  # setting → "--flag" / ENV / file:key
 
-    def progress(self, message: str) -> None:
-        """One line of progress on stderr (suppressed by --quiet)."""
-        if not self.quiet:
-            print(message, file=self.err, flush=True)
+    @functools.cached_property
+    def progress(self) -> Reporter:
+        """Progress on stderr: lines (suppressed by --quiet), and bars on a terminal
+        (envgen.cli.progress); pass it to envgen.api functions as their ``progress``."""
+        from envgen.cli.progress import Reporter
+
+        return Reporter(self.err, quiet=self.quiet, as_json=self.json)
+
+    def close(self) -> None:
+        """End the live progress display, if one was drawn."""
+        if "progress" in self.__dict__:
+            self.progress.close()
 
     def debug(self, message: str) -> None:
         if self.verbose:

@@ -185,6 +185,10 @@ def make_context(args: argparse.Namespace) -> Context:
                            data_source=ctx.source("data-dir"))
     ctx.matrix_dir, ctx.data_dir = matrix.matrix_dir, matrix.data_dir
     ctx.__dict__["matrix"] = matrix  # the cached Context.matrix
+    from envgen.cli.progress import EndsProgress, wants_bars
+
+    if wants_bars(ctx.err, ctx.quiet, ctx.json):
+        ctx.out = EndsProgress(ctx.out, ctx)  # type: ignore[assignment]
     return ctx
 
 
@@ -269,7 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.print_help(sys.stderr)
                 raise UsageError("which command?", hint="run `envgen --help` to list them")
             ctx = make_context(args)
-            return int(args.func(args, ctx) or 0)
+            try:
+                return int(args.func(args, ctx) or 0)
+            finally:
+                ctx.close()
         except EnvgenError as exc:
             if debug:
                 _traceback()

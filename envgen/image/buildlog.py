@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 
 from envgen.errors import DaemonError, EnvgenError
+from envgen.progress import count
 
 TAIL = 40
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
@@ -66,6 +67,7 @@ def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None],
             number, total, instruction = m.groups()
             step, step_started = f"step {number}/{total} ({_clip(instruction)})", now
             progress(f"[{int(number):>2}/{total}] {_clip(instruction, 100)}")
+            count(progress, "build steps", int(number) - 1, int(total))
             last_said = now
         elif step and time.monotonic() - last_said >= HEARTBEAT:
             last_said = time.monotonic()

@@ -18,6 +18,7 @@ from envgen.errors import EnvgenError, NetworkError
 from envgen.lock.conda_solve import ca_bundle
 from envgen.lock.manifest import Manifest
 from envgen.lock.pip_compile import uv_binary
+from envgen.progress import bars
 
 
 class InstallError(EnvgenError):
@@ -74,7 +75,7 @@ def install_conda(manifest: Manifest, prefix: Path, cache_dir: Path, ca_cert: Pa
             asyncio.run(rattler.install(records, target_prefix=prefix,
                                         cache_dir=cache_dir / "rattler" / "pkgs",
                                         platform=Subdir(manifest.conda.subdir),
-                                        show_progress=False, execute_link_scripts=False))
+                                        show_progress=bars(progress), execute_link_scripts=False))
     except (rx.InstallerError, rx.TransactionError, rx.LinkError, rx.IoError,
             rx.ExtractError) as exc:
         text = str(exc)

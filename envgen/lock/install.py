@@ -101,12 +101,16 @@ _NETWORK = ("NewConnectionError", "ConnectTimeout", "Could not fetch", "SSLError
             "Failed to fetch", "error sending request", "dns error", "Connection refused")
 
 
-def _run_streaming(cmd: list[str], env: dict[str, str],
-                   progress: Callable[[str], None]) -> tuple[int, str]:
+def _run_streaming(cmd: list[str], env: dict[str, str], progress: Callable[[str], None],
+                   total: int | None = None) -> tuple[int, str]:
     """Run ``cmd``; each progress line it prints (uv: "Prepared 49 packages in 31.2s",
     "Installed …", " + torch==…"; pip: "Collecting …", "Installing collected packages")
-    goes to ``progress`` as it comes. Returns the exit code and everything it printed."""
+    goes to ``progress`` as it comes, and the packages seen so far (pip's "Collecting", uv's
+    "+") as a count of ``total``. Returns the exit code and everything it printed."""
+    from envgen.progress import count
+
     lines: list[str] = []
+    seen = 0
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           env=env, stdin=subprocess.DEVNULL) as proc:
         assert proc.stdout is not None
@@ -117,6 +121,11 @@ def _run_streaming(cmd: list[str], env: dict[str, str],
                                 "Installing collected", "Successfully installed",
                                 "Building ", "Built ")):
                 progress(f"  {text}")
+            if total and text.startswith(("Collecting ", "+ ")):
+                seen = min(seen + 1, total)
+                count("packages", seen, total)
+            elif total and text.startswith(("Installed ", "Successfully installed")):
+                count("packages", total, total)
         code = proc.wait()
     return code, "\n".join(lines)
 
@@ -150,7 +159,8 @@ def _install_pip(lock_dir: Path, prefix: Path, ca_cert: Path | None, cache_dir: 
         name, cmd = _installer(python, lock_dir / BUILD_LOCK, cache_dir)
         progress(f"installing the {_count(lock_dir / BUILD_LOCK)} build dependencies of the "
                  f"lock's sdists with {name} (hash-checked)")
-        code, output = _run_streaming(cmd, _pip_env(ca_cert), progress)
+        code, output = _run_streaming(cmd, _pip_env(ca_cert), progress,
+                                      _count(lock_dir / BUILD_LOCK))
         if code != 0:
             raise _pip_failure(name, output, BUILD_LOCK)
     count = _count(lock_dir / PIP_LOCK)
@@ -159,7 +169,7 @@ def _install_pip(lock_dir: Path, prefix: Path, ca_cert: Path | None, cache_dir: 
     progress(f"installing {count} pip packages with {name} (hash-checked, no dependency "
              "resolution" + (", sdists built against the build dependencies above)"
                              if build_lock else ")"))
-    code, output = _run_streaming(cmd, _pip_env(ca_cert), progress)
+    code, output = _run_streaming(cmd, _pip_env(ca_cert), progress, count)
     if code != 0:
         raise _pip_failure(name, output, PIP_LOCK)
     return count

@@ -19,8 +19,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "envgen"
 
-BASE = {"<root>", "errors", "http", "versions", "validate", "atomic", "config", "gpus", "ids",
-        "schemas"}
+BASE = {"<root>", "errors", "http", "progress", "versions", "validate", "atomic", "config",
+        "gpus", "ids", "schemas"}
 STAGES = ("resolve", "lock", "image", "results", "verify", "evidence")
 ALLOWED: dict[str, set[str]] = {"facts": set()}
 for i, stage in enumerate(STAGES):
