@@ -88,8 +88,10 @@ def image(session: nox.Session) -> None:
       e.g. nox -s image -- deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64 \
                --flavor venv --gpu-arch sm_90 --base local/debian:bookworm
     Build options come from the environment: ENVGEN_REGISTRY, ENVGEN_CA_CERT (a proxy's CA),
-    ENVGEN_IMAGE_PUSH=1, ENVGEN_BUILD_ARGS="MAX_JOBS=8". Writes locks/<id>/ and prints the
-    framework's own report from inside the image (DeepSpeed: ds_report).
+    ENVGEN_IMAGE_PUSH=1, ENVGEN_BUILD_ARGS="MAX_JOBS=8", ENVGEN_IMAGE_TAGS="deepspeed-cu132"
+    (extra tags, pushed too), ENVGEN_IMAGE_LABELS="KEY=VALUE ..." (extra OCI labels). Writes
+    locks/<id>/ and prints the framework's own report from inside the image (DeepSpeed:
+    ds_report).
     """
     if not session.posargs:
         session.error("usage: nox -s image -- <combination id> [envgen make options]")
@@ -98,14 +100,14 @@ def image(session: nox.Session) -> None:
     out = "locks"
     session.run("envgen", "make", "--combination", combination, "--image", "--out", out,
                 *make_options)
-    build = ["envgen", "build", f"{out}/{combination}"]
-    for arg in os.environ.get("ENVGEN_BUILD_ARGS", "").split():
-        build += ["--build-arg", arg]
+    build = ["envgen", "build", f"{out}/{combination}", *_build_options()]
     if os.environ.get("ENVGEN_IMAGE_PUSH") == "1":
         build.append("--push")
     session.run(*build)  # streams the step log
     # the same build again is found by its content tag at once: read its names as JSON
-    result = json.loads(session.run(*build[:3], "--json", "--quiet", silent=True, log=False))
+    # (the same options: build args and labels are part of the content hash)
+    again = [a for a in build if a != "--push"]
+    result = json.loads(session.run(*again, "--json", "--quiet", silent=True, log=False))
     docker = "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"
     if combination.startswith("deepspeed-"):
         # the CUDA ops' report; DS_ACCELERATOR only for this command (a GPU-less host would
@@ -115,6 +117,18 @@ def image(session: nox.Session) -> None:
         report = [result["references"][0], "python", "-c",
                   "import torch; print(torch.__version__, torch.version.cuda)"]
     session.run(docker, "run", "--rm", *report, external=True)
+
+
+def _build_options() -> list[str]:
+    """`envgen build` options from the environment (ENVGEN_BUILD_ARGS, ENVGEN_IMAGE_TAGS,
+    ENVGEN_IMAGE_LABELS): every session that builds or finds an image passes the same ones,
+    since build args and labels are part of its content hash."""
+    out: list[str] = []
+    for env, flag in (("ENVGEN_BUILD_ARGS", "--build-arg"), ("ENVGEN_IMAGE_TAGS", "--tag"),
+                      ("ENVGEN_IMAGE_LABELS", "--label")):
+        for value in os.environ.get(env, "").split():
+            out += [flag, value]
+    return out
 
 
 def _combination(session: nox.Session, usage: str) -> tuple[str, list[str]]:
@@ -132,8 +146,8 @@ def _has_gpu() -> bool:
 
 def _image_ref(session: nox.Session, combination: str) -> str:
     """The built image of locks/<id> (found by its content tag; `nox -s image` builds it)."""
-    out = session.run("envgen", "build", f"locks/{combination}", "--json", "--quiet",
-                      silent=True, log=False)
+    out = session.run("envgen", "build", f"locks/{combination}", *_build_options(), "--json",
+                      "--quiet", silent=True, log=False)
     return json.loads(out)["references"][0]
 
 

@@ -27,16 +27,18 @@ MANIFEST = "envgen.lock.json"
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class GithubEntry:
-    """One job of the matrix: the cell's combination, its lock hash (None: not locked yet) and
-    the `envgen make` options its lock needs."""
+    """One job of the matrix: the cell's combination, its lock hash (None: not locked yet),
+    the `envgen make` options its lock needs and the moving image tags it carries
+    (``deepspeed-cu132``: on the newest cell of that framework and CUDA; space-separated)."""
 
     combination: str
     lock_hash: str | None
     make_options: str
+    aliases: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {"combination": self.combination, "lock_hash": self.lock_hash,
-                "make_options": self.make_options}
+                "make_options": self.make_options, "aliases": self.aliases}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -86,12 +88,35 @@ def lock_hash(locks: Path, cell: Cell) -> str | None:
                         hint=f"re-lock it: nox -s lock -- {cell.combination}") from None
 
 
+def moving_aliases(cells: Sequence[Cell]) -> dict[str, str]:
+    """combination id → its moving image tag ``<framework>-cu<XY>[-<arch>]``, for the newest
+    cell of each framework × CUDA × architecture (the highest framework release, then torch,
+    then Python; the first listed on a tie). The alias moves when a newer cell is added."""
+    from envgen.ids import parse_combination_id
+    from envgen.versions import dotted_key
+
+    best: dict[str, tuple[tuple, int, str]] = {}
+    for i, cell in enumerate(cells):
+        f = parse_combination_id(cell.combination)
+        if f is None:
+            continue
+        arch = f["platform"].removeprefix("linux-")
+        alias = (f"{f['framework']}-cu{f['cuda'].replace('.', '')}"
+                 + ("" if arch == "x86_64" else f"-{arch}"))
+        key = (dotted_key(f["framework_version"]), dotted_key(f["torch"]),
+               dotted_key(f["python"]))
+        if alias not in best or (key, -i) > (best[alias][0], -best[alias][1]):
+            best[alias] = (key, i, cell.combination)
+    return {combination: alias for alias, (_k, _i, combination) in best.items()}
+
+
 def github_matrix(cells: Sequence[Cell], locks: Path, verified: Collection[str], *,
                   force: bool = False) -> GithubMatrix:
     """The matrix of the cells in ``cells`` whose lock under ``locks`` has no hash in
     ``verified`` (every cell with ``force``)."""
     include: list[GithubEntry] = []
     done = unlocked = 0
+    aliases = moving_aliases(cells)
     for cell in cells:
         h = lock_hash(locks, cell)
         if h is None:
@@ -100,7 +125,8 @@ def github_matrix(cells: Sequence[Cell], locks: Path, verified: Collection[str],
             done += 1
             continue
         include.append(GithubEntry(combination=cell.combination, lock_hash=h,
-                                   make_options=" ".join(cell.make_options())))
+                                   make_options=" ".join(cell.make_options()),
+                                   aliases=aliases.get(cell.combination, "")))
     return GithubMatrix(include=tuple(include), cells=len(cells), verified=done,
                         unlocked=unlocked)
 

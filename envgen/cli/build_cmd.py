@@ -21,9 +21,11 @@ examples:
   envgen build DIR --engine buildkit --build-arg MAX_JOBS=8    # keeps ccache/pip cache mounts
 
 Names: <registry>/<framework>:<fw>-torch<t>-cu<c>-py<p>-<os> (registry: --registry, else
-"envgen"), plus the content tag <that tag>-<12 hex of the build hash>. The build hash covers
-the Dockerfile, image/ and the lock manifest (with its lock hash): when an image with that
-content tag and hash exists locally, or in the registry with --registry, nothing is built.
+"envgen"), plus the content tag <that tag>-<12 hex of the build hash>, plus each --tag (a
+moving alias such as deepspeed-cu132); --push pushes them all. The build hash covers the
+Dockerfile, image/, the lock manifest (with its lock hash), the --build-arg values (but
+MAX_JOBS and proxy settings) and the --label values: when an image with that content tag and
+hash exists locally, or in the registry with --registry, nothing is built.
 
 Engines: sdk (default) talks to the daemon through the docker SDK, whose classic builder has
 no RUN cache mounts (envgen drops them; the steps are the same, ccache just starts cold);
@@ -41,8 +43,12 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                        "`envgen make --image`, tagged by content; skip it when already built.",
                        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("lock_dir", metavar="DIR", help="a directory `envgen make --image` wrote")
-    p.add_argument("--tag", action="append", default=[], metavar="REF",
-                   help="an extra reference to tag the image with (repeatable)")
+    p.add_argument("--tag", action="append", default=[], metavar="TAG|REF",
+                   help="an extra tag (in the image's repository, e.g. a moving alias "
+                   "deepspeed-cu132) or a full reference; pushed with --push (repeatable)")
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="an extra OCI label, e.g. org.opencontainers.image.source=URL or "
+                   "io.envgen.table-row=URL (repeatable; part of the build hash)")
     p.add_argument("--registry", metavar="HOST[/PATH]",
                    help="name the image <registry>/<framework>:… and look for it there before "
                    "building (config registry, env ENVGEN_REGISTRY)")
@@ -71,6 +77,35 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.set_defaults(func=run)
 
 
+def _tag(value: str) -> str:
+    """A full reference, or a bare tag for the image's own repository."""
+    if "/" in value or ":" in value:
+        return validate.image_ref(value, "--tag", "--tag")
+    import re
+
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}", value):
+        raise UsageError(f"--tag {value!r} is not a valid tag",
+                         hint="letters, digits, '_', '.', '-' (at most 128), e.g. "
+                         "deepspeed-cu132", source="--tag")
+    return value
+
+
+def parse_labels(values: list[str]) -> dict[str, str]:
+    out = {}
+    for v in values:
+        key, sep, val = validate.text(v, "--label", "--label").partition("=")
+        if not sep or not key or any(c.isspace() for c in key):
+            raise UsageError(f"--label {v!r} is not KEY=VALUE",
+                             hint="e.g. --label org.opencontainers.image.source="
+                             "https://github.com/acme/envs", source="--label")
+        if key.startswith("io.envgen.") and key != "io.envgen.table-row":
+            raise UsageError(f"--label {key}: envgen sets the io.envgen.* labels itself",
+                             hint="use your own namespace (or io.envgen.table-row)",
+                             source="--label")
+        out[key] = validate.no_newlines(val, "--label value")
+    return out
+
+
 def parse_build_args(values: list[str]) -> dict[str, str]:
     out = {}
     for v in values:
@@ -91,11 +126,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         check_ca_cert(cert, ctx.source("ca-cert"))
     options = BuildOptions(
         registry=ctx.setting(args, "registry"),
-        tags=tuple(validate.image_ref(t, "--tag", "--tag") for t in args.tag), push=args.push,
+        tags=tuple(_tag(t) for t in args.tag), push=args.push,
         ca_certs=tuple(ca), engine=ctx.setting(args, "engine") or "sdk",
         network=validate.name(args.network, "--network", "--network") if args.network else None,
         build_args=parse_build_args(args.build_arg), target=args.target, force=args.force,
-        no_cache=args.no_cache, docker_cli=ctx.setting(args, "docker-cli") or "docker")
+        no_cache=args.no_cache, docker_cli=ctx.setting(args, "docker-cli") or "docker",
+        labels=parse_labels(args.label))
     result = build(BuildRequest(lock_dir=lock_dir, options=options), progress=ctx.progress,
                    log=ctx.debug if ctx.verbose else None)
     if ctx.json:

@@ -23,6 +23,7 @@ from envgen.errors import DaemonError, EnvgenError, UsageError
 from envgen.image.buildlog import BuildFailed, _clip, _follow  # noqa: F401 (re-exported)
 from envgen.image.context import (
     build_hash,
+    build_inputs,
     context_files,
     read_ca_certs,
 )
@@ -180,10 +181,11 @@ def build_image(lock_dir: Path, options: BuildOptions,
     manifest = _manifest(lock_dir)  # an edited lock is never built
     context_files(lock_dir)  # a directory without a Dockerfile is a usage error
     name = names_for(manifest, options.registry)
-    bhash = build_hash(lock_dir)
+    bhash = build_hash(lock_dir, build_inputs(options.build_args, options.labels))
     suffix = "" if options.target == "runtime" else f"-{options.target}"
     content = name.ref(name.content_tag(bhash) + suffix)
-    refs = [content, name.ref(name.tag + suffix), *options.tags]
+    refs = [content, name.ref(name.tag + suffix),
+            *(t if ("/" in t or ":" in t) else name.ref(t + suffix) for t in options.tags)]
     read_ca_certs(options.ca_certs)  # bad input fails before anything runs
     client = client or docker_client()
     with _daemon_errors():
@@ -221,11 +223,11 @@ def _build(client, engine: Engine, lock_dir: Path, options: BuildOptions, manife
             _tag(client, image_id, refs[1:])
     else:
         progress(f"building {content} with the {options.engine} engine")
-        labels = _labels(manifest, bhash)
+        labels = {**options.labels, **_labels(manifest, bhash)}
         image_id = engine.build(client, lock_dir, options, content, labels, progress, log)
         _tag(client, image_id, refs[1:])
     if options.push and (not found or found[0] == "local"):
-        for ref in refs[:2]:
+        for ref in refs:  # the content tag, the combination's tag, the moving aliases
             progress(f"pushing {ref}")
             _push(client, ref, progress)
             pushed.append(ref)

@@ -37,9 +37,25 @@ def context_files(lock_dir: Path) -> list[Path]:
     return files
 
 
-def build_hash(lock_dir: Path) -> str:
+# build args that change how fast or through what an image is built, never what it holds
+NOT_HASHED_ARGS = frozenset({"MAX_JOBS", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY",
+                             "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
+                             "ftp_proxy", "all_proxy"})
+
+
+def build_inputs(build_args: dict[str, str] | None = None,
+                 labels: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+    """The build options that change the image (build args but the ones in NOT_HASHED_ARGS,
+    extra labels), as they enter the build hash."""
+    args = {k: v for k, v in (build_args or {}).items() if k not in NOT_HASHED_ARGS}
+    return {"build_args": dict(sorted(args.items())), "labels": dict(sorted((labels or
+                                                                            {}).items()))}
+
+
+def build_hash(lock_dir: Path, inputs: dict | None = None) -> str:
     """sha256 over the Dockerfile, .dockerignore, the lock manifest (which holds the lock hash
-    and every lock file's hash) and image/*: the same hash means the same build."""
+    and every lock file's hash), image/* and the options that change the image
+    (:func:`build_inputs`): the same hash means the same build."""
     lock_dir = Path(lock_dir)
     names = sorted({*(Path(n) for n in HASHED if (lock_dir / n).is_file()),
                     *context_files(lock_dir)})
@@ -48,6 +64,11 @@ def build_hash(lock_dir: Path) -> str:
         data = (lock_dir / rel).read_bytes()
         digest.update(f"{rel.as_posix()}\0{len(data)}\0".encode())
         digest.update(data)
+    extra = {k: v for k, v in (inputs or {}).items() if v}
+    if extra:  # none: the hash of the files alone, as before
+        import json
+
+        digest.update(b"inputs\0" + json.dumps(extra, sort_keys=True).encode())
     return "sha256:" + digest.hexdigest()
 
 

@@ -38,6 +38,7 @@ class BuildOptions:
     force: bool = False  # build even if an image with this build hash exists
     no_cache: bool = False  # do not reuse the daemon's layer cache (a cold build)
     docker_cli: str = "docker"
+    labels: dict[str, str] = field(default_factory=dict)  # extra OCI labels (--label)
 
 
 class Engine(Protocol):

@@ -27,6 +27,7 @@ DOCKERIGNORE = ".dockerignore"
 BASE_LOCK = "image/base.lock.txt"
 FRAMEWORK_LOCK = "image/framework.lock.txt"
 BUILD_LOCK = "image/build.lock.txt"
+IMAGE_LOCK_DIR = "/opt/envgen/lock"  # where the runtime image keeps the lock's files
 CONDA_EXPLICIT = "image/conda-explicit.txt"
 CA_README = "image/ca-certificates/README"
 PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
@@ -186,6 +187,8 @@ def _labels(inp: ImageInput, base_ref: str, base: Base | None, archs: str, tag: 
         "io.envgen.os": c.os,
         "io.envgen.cuda-arch-list": archs,
         "io.envgen.ops": " ".join(ops),
+        # the lock the env was installed from, inside the image (its hash: io.envgen.lock-hash)
+        "io.envgen.lock": IMAGE_LOCK_DIR,
     }
     if "@" in base_ref:
         labels["org.opencontainers.image.base.digest"] = base_ref.split("@", 1)[1]
@@ -391,6 +394,8 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "BUILD_DEPS": ("/opt/env/bin/python -m pip install --no-deps --require-hashes -r "
                        "/tmp/envgen/build.lock.txt \\\n && " if inp.build else ""),
         "NO_ISOLATION": "--no-build-isolation " if inp.build else "",
+        "LOCK_FILES": " ".join(n for n in (CONDA_EXPLICIT, BASE_LOCK, FRAMEWORK_LOCK, BUILD_LOCK)
+                               if n in files),
     }
     for key in SINGLE_LINE:  # a line break here would add Dockerfile instructions
         validate.no_newlines(fill_values[key], f"the Dockerfile's {key.lower()}")

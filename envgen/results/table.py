@@ -362,12 +362,16 @@ def _tier_cell(row: Row) -> str:
     return tier_label(row.tier) + "".join(f" · {t} failed" for t in failed)
 
 
-def _markdown_rows(rows: tuple[Row, ...] | list[Row], target) -> list[str]:
-    """The table; ``target(evidence)`` is the link to a record from the file rendered."""
+def _markdown_rows(rows: tuple[Row, ...] | list[Row], target, anchors: bool = False
+                   ) -> list[str]:
+    """The table; ``target(evidence)`` is the link to a record from the file rendered.
+    ``anchors``: each row is addressable as ``#<combination id>`` (an image's
+    io.envgen.table-row label links there)."""
     lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     for r in rows:
         evidence = " ".join(_record_link(e, target(e)) for e in r.evidence)
-        cells = (f"{r.framework} {r.framework_version}", r.torch, r.cuda, r.python, r.os,
+        anchor = f'<a id="{r.combination}"></a>' if anchors else ""
+        cells = (f"{anchor}{r.framework} {r.framework_version}", r.torch, r.cuda, r.python, r.os,
                  _tier_cell(r), evidence, _upstream_links(r))
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     return lines
@@ -432,7 +436,7 @@ def render_markdown(table: Table, page: Path) -> str:
         "evidence yet; see the tier). The same table as JSON: "
         "[compatibility.json](compatibility.json).",
         "",
-        *_markdown_rows(table.rows, site_link),
+        *_markdown_rows(table.rows, site_link, anchors=True),
         "",
         _summary_line(table),
     ]

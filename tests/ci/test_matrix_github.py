@@ -60,6 +60,24 @@ def test_one_changed_lock_makes_one_cell_due(tmp_path, cells_file):
     assert [e.combination for e in due] == [B]
 
 
+def test_each_framework_and_cuda_has_one_moving_alias_on_its_newest_cell(tmp_path):
+    from envgen.ci.github import moving_aliases
+
+    older = "deepspeed-0.18.9-torch2.15.0-cu132-py3.12-ubuntu22.04-x86_64"
+    newer_py = "deepspeed-0.19.8-torch2.15.0-cu132-py3.12-ubuntu22.04-x86_64"
+    arm = "deepspeed-0.19.8-torch2.15.0-cu132-py3.12-ubuntu22.04-aarch64"
+    p = tmp_path / "cells.toml"
+    p.write_text("".join(f'[[cell]]\ncombination = "{c}"\n\n'
+                         for c in (older, A, newer_py, B, C, arm)))
+    cells = load_cells(p)
+    assert moving_aliases(cells) == {newer_py: "deepspeed-cu132", B: "megatron-core-cu121",
+                                     C: "colossalai-cu121", arm: "deepspeed-cu132-aarch64"}
+    entries = {e["combination"]: e["aliases"]
+               for e in github_matrix(cells, tmp_path, verified=(), force=True).to_dict()[
+                   "include"]}
+    assert entries[older] == entries[A] == "" and entries[newer_py] == "deepspeed-cu132"
+
+
 def test_bad_cells_file_lists_every_problem(tmp_path):
     p = tmp_path / "cells.toml"
     p.write_text(f'[[cell]]\ncombination = "nope"\n\n[[cell]]\ncombination = "{A}"\n'
@@ -102,7 +120,8 @@ def test_the_matrix_is_one_line_of_compact_json(tmp_path, cells_file):
     assert matrix.to_json() == json.dumps(matrix.to_dict(), separators=(",", ":"))
     assert "\n" not in matrix.to_json() and matrix.due == 3
     assert matrix.include[0] == GithubEntry(combination=A, lock_hash="sha256:" + "a" * 64,
-                                            make_options="--flavor venv --gpu-arch sm_90")
+                                            make_options="--flavor venv --gpu-arch sm_90",
+                                            aliases="deepspeed-cu132")
 
 
 def test_a_lock_manifest_that_is_not_one_is_bad_data(tmp_path, cells_file):

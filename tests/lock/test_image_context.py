@@ -136,3 +136,19 @@ def test_follow_heartbeat_and_verbose_log(monkeypatch):
     assert _follow(_sdk_lines(stream), said.append, logged.append) == "sha256:feed"
     assert any(line.startswith("  … ") and "compiling a.cu" in line for line in said)
     assert logged == ["Step 1/1 : RUN make", "compiling a.cu"]
+
+
+def test_build_args_and_labels_are_in_the_build_hash_but_not_max_jobs_or_proxies(lock_dir):
+    """One content tag must never name two images: what changes the image changes the
+    hash (an arch list given as a build arg, a label); how fast or through what proxy it is
+    built does not."""
+    from envgen.image.context import build_hash, build_inputs
+
+    plain = build_hash(lock_dir)
+    assert build_hash(lock_dir, build_inputs({}, {})) == plain
+    assert build_hash(lock_dir, build_inputs({"MAX_JOBS": "16", "HTTPS_PROXY": "http://p:3128",
+                                              "no_proxy": "localhost"})) == plain
+    archs = build_hash(lock_dir, build_inputs({"TORCH_CUDA_ARCH_LIST": "8.0;9.0"}))
+    assert archs != plain
+    assert build_hash(lock_dir, build_inputs({"TORCH_CUDA_ARCH_LIST": "9.0"})) != archs
+    assert build_hash(lock_dir, build_inputs(labels={"io.envgen.table-row": "u"})) != plain

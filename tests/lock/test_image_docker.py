@@ -86,6 +86,10 @@ def test_build_labels_and_runtime(image_lock, built):
                  " echo ${DS_ACCELERATOR:-unset}")
     want = ["1000", "0.18.2", "no-compilers", "unset"]
     assert run.stdout.split() == want, run.stdout + run.stderr
+    # the lock is inside, where its label says
+    assert labels["io.envgen.lock"] == "/opt/envgen/lock"
+    lock = docker("run", "--rm", ref, "ls", "/opt/envgen/lock").stdout.split()
+    assert lock == ["base.lock.txt", "framework.lock.txt"]
 
 
 def test_rebuild_is_skipped(image_lock, built):
@@ -113,6 +117,41 @@ def test_push_pull_and_registry_skip(image_lock, built, docker_ready):
     pulled = json.loads(docker("image", "inspect", ref, "--format",
                                "{{json .Config.Labels}}").stdout)
     assert pulled["io.envgen.build-hash"] == pushed["build_hash"]
+
+
+def test_max_jobs_does_not_change_the_image(image_lock, built):
+    """MAX_JOBS (like proxy settings) is not in the content hash: the build is found."""
+    result, _ = built
+    proc = build(image_lock["directory"], "--build-arg", "MAX_JOBS=3", "--json")
+    assert proc.returncode == 0, proc.stderr
+    again = json.loads(proc.stdout)
+    assert again["skipped"] == "local" and again["build_hash"] == result["build_hash"]
+
+
+def test_push_with_a_moving_alias_and_table_row_label(image_lock, built, docker_ready):
+    """A published image: its content tag, its combination's tag and the moving
+    <framework>-cu<XY> alias, all pushed; the label linking its table row on the image."""
+    import urllib.request
+
+    registry = docker_ready["registry"]
+    row = f"https://example.org/envgen/compatibility/#{image_lock['id']}"
+    proc = build(image_lock["directory"], "--registry", registry, "--push", "--tag",
+                 "deepspeed-cu130", "--label", f"io.envgen.table-row={row}", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    pushed = json.loads(proc.stdout)
+    assert pushed["build_hash"] != built[0]["build_hash"]  # the label is part of the image
+    alias = f"{registry}/deepspeed:deepspeed-cu130"
+    assert pushed["references"][2] == alias
+    assert pushed["pushed"] == pushed["references"]
+    with urllib.request.urlopen(f"http://{registry}/v2/deepspeed/tags/list") as answer:
+        tags = set(json.loads(answer.read())["tags"])
+    assert {r.rsplit(":", 1)[1] for r in pushed["references"]} <= tags
+    docker("image", "rm", alias)
+    docker("pull", alias)
+    labels = json.loads(docker("image", "inspect", alias, "--format",
+                               "{{json .Config.Labels}}").stdout)
+    assert labels["io.envgen.table-row"] == row
+    assert labels["io.envgen.build-hash"] == pushed["build_hash"]
 
 
 def test_failing_build_names_step_and_leaves_no_containers(image_lock, built):

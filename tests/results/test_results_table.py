@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -191,7 +192,7 @@ def test_upstream_citations_are_shown_and_never_count_as_a_tier(facts, project, 
     assert sum(bool(r.upstream) for r in cited.rows) == 2
     data = {r["combination"]: r for r in json.loads(render_json(cited, project))["rows"]}
     assert data[ds.combination]["evidence"]["upstream"] == [ci.to_dict()]
-    page = render_markdown(cited, project / "docs" / "compatibility.md")
+    page = _without_anchors(render_markdown(cited, project / "docs" / "compatibility.md"))
     line = next(x for x in page.splitlines() if x.startswith("| deepspeed 0.18.2 | 2.9.0 |"))
     assert line.endswith(' | [ci](https://github.com/example/deepspeed/ci.yml "deepspeed\'s '
                          '\'CI\' \\| nightly on torch 2.9 (observed 2026-03-01)") |')
@@ -202,8 +203,21 @@ def test_upstream_citations_are_shown_and_never_count_as_a_tier(facts, project, 
     assert "(https://github.com/example/deepspeed/ci.yml" in block
 
 
-def test_markdown_tier_and_evidence_cells(table, project):
+def _without_anchors(page: str) -> str:
+    return re.sub(r'<a id="[^"]+"></a>', "", page)
+
+
+def test_rows_of_the_page_are_addressable_by_combination_id(table, project):
+    """An image's io.envgen.table-row label links to <site>/compatibility/#<id>."""
     page = render_markdown(table, project / "docs" / "compatibility.md")
+    rows = [x for x in page.splitlines() if x.startswith("| <a id=")]
+    assert len(rows) == len(table.rows)
+    assert {re.match(r'\| <a id="([^"]+)"></a>', x).group(1) for x in rows} == {
+        r.combination for r in table.rows}
+
+
+def test_markdown_tier_and_evidence_cells(table, project):
+    page = _without_anchors(render_markdown(table, project / "docs" / "compatibility.md"))
     lines = page.splitlines()
     header = "| framework | torch | CUDA | Python | OS | tier | evidence | upstream |"
     assert lines.index(header) > lines.index("| T4 multi-GPU | on ≥ 2 GPUs, the NCCL smoke "
@@ -338,7 +352,7 @@ def test_a_citation_with_several_urls_links_each(facts):
     several = FakeUpstream("colossalai", "2.5", "https://a.example/ci.yml#L3 ; "
                            "https://b.example/notes.html")
     table = build_table(facts, [], [several])
-    page = render_markdown(table, Path("docs/compatibility.md"))
+    page = _without_anchors(render_markdown(table, Path("docs/compatibility.md")))
     line = next(x for x in page.splitlines() if x.startswith("| colossalai 0.4.6 | 2.5.1 |"))
     assert '[ci](https://a.example/ci.yml#L3 "' in line
     assert "[ci 2](https://b.example/notes.html)" in line

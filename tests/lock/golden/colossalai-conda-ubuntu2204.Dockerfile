@@ -74,6 +74,9 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates python3.12 libaio1 && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 1000 --shell /bin/bash envgen
 COPY --from=pruned /opt/env /opt/env
+# The lock this env was installed from, for `docker run IMAGE cat /opt/envgen/lock/…`
+# (label io.envgen.lock; its hash: io.envgen.lock-hash).
+COPY image/conda-explicit.txt image/base.lock.txt image/framework.lock.txt /opt/envgen/lock/
 ENV CONDA_PREFIX=/opt/env \
     PATH=/opt/env/bin:$PATH
 LABEL io.envgen.combination="colossalai-0.4.6-torch2.5.1-cu124-py3.12-ubuntu22.04-x86_64" \
@@ -82,6 +85,7 @@ LABEL io.envgen.combination="colossalai-0.4.6-torch2.5.1-cu124-py3.12-ubuntu22.0
       io.envgen.flavor="conda" \
       io.envgen.framework="colossalai" \
       io.envgen.framework-version="0.4.6" \
+      io.envgen.lock="/opt/envgen/lock" \
       io.envgen.lock-hash="sha256:5555555555555555555555555555555555555555555555555555555555555555" \
       io.envgen.ops="colossalai._C.cpu_adam_x86 colossalai._C.layernorm_cuda colossalai._C.moe_cuda colossalai._C.fused_optim_cuda colossalai._C.inference_ops_cuda colossalai._C.scaled_masked_softmax_cuda colossalai._C.scaled_upper_triangle_masked_softmax_cuda" \
       io.envgen.os="ubuntu-22.04" \

@@ -66,6 +66,9 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates python3.11 libaio1 && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 1000 --shell /bin/bash envgen
 COPY --from=pruned /opt/env /opt/env
+# The lock this env was installed from, for `docker run IMAGE cat /opt/envgen/lock/…`
+# (label io.envgen.lock; its hash: io.envgen.lock-hash).
+COPY image/base.lock.txt image/framework.lock.txt /opt/envgen/lock/
 ENV VIRTUAL_ENV=/opt/env \
     PATH=/opt/env/bin:$PATH
 LABEL io.envgen.combination="deepspeed-0.18.2-torch2.12.0-cu130-py3.11-debian12-x86_64" \
@@ -74,6 +77,7 @@ LABEL io.envgen.combination="deepspeed-0.18.2-torch2.12.0-cu130-py3.11-debian12-
       io.envgen.flavor="venv" \
       io.envgen.framework="deepspeed" \
       io.envgen.framework-version="0.18.2" \
+      io.envgen.lock="/opt/envgen/lock" \
       io.envgen.lock-hash="sha256:5555555555555555555555555555555555555555555555555555555555555555" \
       io.envgen.ops="fused_adam cpu_adam transformer_inference async_io" \
       io.envgen.os="debian-12" \

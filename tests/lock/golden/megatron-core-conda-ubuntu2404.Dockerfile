@@ -73,6 +73,9 @@ ARG DEBIAN_FRONTEND=noninteractive
 RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates python3.12 libaio1t64 && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 1000 --shell /bin/bash envgen
 COPY --from=pruned /opt/env /opt/env
+# The lock this env was installed from, for `docker run IMAGE cat /opt/envgen/lock/…`
+# (label io.envgen.lock; its hash: io.envgen.lock-hash).
+COPY image/conda-explicit.txt image/base.lock.txt image/framework.lock.txt /opt/envgen/lock/
 ENV CONDA_PREFIX=/opt/env \
     PATH=/opt/env/bin:$PATH
 LABEL io.envgen.combination="megatron-core-0.12.0-torch2.9.0-cu128-py3.12-ubuntu24.04-x86_64" \
@@ -81,6 +84,7 @@ LABEL io.envgen.combination="megatron-core-0.12.0-torch2.9.0-cu128-py3.12-ubuntu
       io.envgen.flavor="conda" \
       io.envgen.framework="megatron-core" \
       io.envgen.framework-version="0.12.0" \
+      io.envgen.lock="/opt/envgen/lock" \
       io.envgen.lock-hash="sha256:5555555555555555555555555555555555555555555555555555555555555555" \
       io.envgen.ops="megatron.core.datasets.helpers_cpp|megatron.core.datasets.helpers" \
       io.envgen.os="ubuntu-24.04" \
