@@ -123,9 +123,9 @@ def _run_streaming(cmd: list[str], env: dict[str, str], progress: Callable[[str]
                 progress(f"  {text}")
             if total and text.startswith(("Collecting ", "+ ")):
                 seen = min(seen + 1, total)
-                count("packages", seen, total)
+                count(progress, "packages", seen, total)
             elif total and text.startswith(("Installed ", "Successfully installed")):
-                count("packages", total, total)
+                count(progress, "packages", total, total)
         code = proc.wait()
     return code, "\n".join(lines)
 

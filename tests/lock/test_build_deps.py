@@ -235,3 +235,36 @@ def test_a_lock_with_sdists_but_no_build_lock_is_refused(sdist_make_args, tmp_pa
     assert "not hash-locked" in error["message"]
     assert "regenerate the lock" in error["fix"]
     assert not prefix.exists()
+
+
+@integration
+def test_pip_without_uv_builds_against_the_build_lock_too(sdist_make_args, tmp_path,
+                                                          monkeypatch):
+    """Where uv is missing, pip does both steps: the build lock hash-checked, then the lock
+    with --no-build-isolation (the backend found in the env, nothing fetched for the build)."""
+    from envgen.lock import install as installing
+    from envgen.lock import pip_compile
+
+    assert run_envgen(*sdist_make_args).returncode == 0
+    d = _lock_dir(tmp_path)
+    monkeypatch.setattr(pip_compile, "uv_binary", lambda: "/nonexistent/uv")
+    lines: list[str] = []
+    counts: list[tuple[str, int, int | None]] = []
+
+    class Progress:  # what the CLI's reporter is: lines, and counts for its bars
+        def __call__(self, line: str) -> None:
+            lines.append(line)
+
+        def count(self, task: str, done: int, total: int | None) -> None:
+            counts.append((task, done, total))
+
+    result = installing.install(d, tmp_path / "env", cache_dir=tmp_path / "cache",
+                                progress=Progress())
+    assert any(line.startswith("installing the 2 build dependencies of the lock's sdists with "
+                               "pip") for line in lines)
+    assert ("packages", 2, 2) in counts  # the build lock's bar reached its end
+    assert counts[-1][1] == counts[-1][2] > 2  # and the lock's
+    assert any("sdists built against the build dependencies above" in line for line in lines)
+    out = subprocess.run([result.python, "-c", "import deepspeed; print(deepspeed.__version__)"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "0.18.2"
