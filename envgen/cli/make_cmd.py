@@ -68,6 +68,11 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     g.add_argument("--image", action="store_true",
                    help="also write a Dockerfile, .dockerignore and image/ that build this lock "
                    "into an image with the framework's ops compiled (then: envgen build DIR)")
+    g.add_argument("--apptainer", action="store_true",
+                   help="--image, plus Apptainer definitions of the same image in apptainer/: "
+                   "envgen.def (self-contained: the lock installed and the ops compiled in "
+                   "%%post) and from-image.def (from the image envgen build made); build with "
+                   "`apptainer build envgen.sif apptainer/envgen.def` in the lock directory")
     g.add_argument("--base", metavar="IMAGE",
                    help="base image for the builder and runtime stages (default: the one "
                    "curated/images.toml pins by digest for the combination's OS); config "
@@ -103,14 +108,15 @@ def make_request(args: argparse.Namespace, ctx: Context):
     from envgen.api import ImageOptions, MakeRequest
     from envgen.resolve.request import normalize_arch
 
-    if args.base and not args.image:
+    if args.base and not (args.image or args.apptainer):
         raise UsageError("--base only applies with --image", hint="add --image", source="--base")
     out = ctx.setting(args, "out") or validate.path("locks", "--out")
     options = options_from_args(args, ctx)
     image = None
-    if args.image:  # every setting is checked before any work starts
+    if args.image or args.apptainer:  # every setting is checked before any work starts
         archs = (normalize_arch(args.gpu_arch),) if args.gpu_arch else ()
-        image = ImageOptions(base=ctx.setting(args, "base-image"), gpu_archs=archs)
+        image = ImageOptions(base=ctx.setting(args, "base-image"), gpu_archs=archs,
+                             apptainer=bool(args.apptainer))
     request = request_from_args(args, ctx)
     combination = getattr(args, "combination", None)
     if combination:
@@ -169,4 +175,7 @@ def summary(made, target: Path) -> str:
     if image:
         lines.append(f"Image:   envgen build {target}   ({image.repository}:{image.tag}, "
                      f"base {image.base}, ops for {image.cuda_arch_list})")
+    if "apptainer/envgen.def" in result.files:
+        lines.append(f"Apptainer: cd {target} && apptainer build envgen.sif "
+                     "apptainer/envgen.def   (or apptainer/from-image.def after envgen build)")
     return "\n".join(lines)

@@ -68,7 +68,7 @@ def regenerate_command(plan: LockPlan, options: LockOptions) -> str:
     if options.exclude_newer:
         args += ["--exclude-newer", options.exclude_newer]
     if options.image is not None:
-        args.append("--image")
+        args.append("--apptainer" if getattr(options.image, "apptainer", False) else "--image")
         if options.image.base:
             args += ["--base", options.image.base]
         for arch in options.image.gpu_archs:

@@ -33,6 +33,28 @@ def test_make_image_writes_and_records_the_dockerfile(make_args):
     assert proc.returncode == 1 and "was modified after envgen wrote it" in proc.stderr
 
 
+def test_make_apptainer_writes_both_definitions_with_the_image(make_args):
+    """--apptainer is --image plus apptainer/envgen.def and apptainer/from-image.def, sealed
+    in the manifest like every lock file, parsed by spython."""
+    from spython.main.parse.parsers import SingularityParser
+
+    proc = run_envgen(*make_args, "--torch", "2.9.0", "--apptainer", "--gpu-arch", "sm_80")
+    assert proc.returncode == 0, proc.stderr
+    lock_dir = Path(proc.stdout.split("Wrote ", 1)[1].split("/  (", 1)[0])
+    manifest = json.loads((lock_dir / "envgen.lock.json").read_text())
+    for name in ("Dockerfile", "apptainer/envgen.def", "apptainer/from-image.def"):
+        assert name in manifest["files"], name
+    recipe = SingularityParser(str(lock_dir / "apptainer" / "envgen.def")).recipe
+    assert list(recipe) == ["micromamba", "builder", "runtime"]
+    labels = dict(x.split(" ", 1) for x in recipe["runtime"].labels)
+    assert labels["io.envgen.combination"] == manifest["id"]
+    assert labels["io.envgen.lock-hash"] == manifest["lock_hash"]
+    assert labels["io.envgen.cuda-arch-list"] == "8.0+PTX"
+    assert "--apptainer --gpu-arch sm_80" in (lock_dir / "Dockerfile").read_text()
+    assert "apptainer build envgen.sif apptainer/envgen.def" in proc.stdout + (
+        lock_dir / "apptainer" / "envgen.def").read_text()
+
+
 def test_make_image_gpu_name_sets_the_arch_list(make_args):
     """--gpu H100 without --gpu-arch: the image's ops are built for the GPU's sm_90."""
     proc = run_envgen(*make_args, "--flavor", "venv", "--torch", "2.12.0", "--image",
