@@ -55,6 +55,9 @@ _EXPORTS = {
     "preflight": "envgen.api._preflight",
     "PreflightRequest": "envgen.api._preflight",
     "PreflightResult": "envgen.preflight.run",
+    "whatif": "envgen.api._whatif",
+    "WhatIfRequest": "envgen.api._whatif",
+    "WhatIfResult": "envgen.api._whatif",
     "table": "envgen.api._table",
     "TableRequest": "envgen.api._table",
     "TableResult": "envgen.api._table",
@@ -84,6 +87,8 @@ __all__ = [
     "TableResult",
     "VerifyRequest",
     "VerifyResult",
+    "WhatIfRequest",
+    "WhatIfResult",
     "build",
     "doctor",
     "evidence",
@@ -94,6 +99,7 @@ __all__ = [
     "resolve",
     "table",
     "verify",
+    "whatif",
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
@@ -106,6 +112,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from envgen.api._resolve import ResolveResult, resolve
     from envgen.api._table import TableRequest, TableResult, table
     from envgen.api._verify import VerifyRequest, VerifyResult, verify
+    from envgen.api._whatif import WhatIfRequest, WhatIfResult, whatif
     from envgen.api.progress import Progress, quiet
     from envgen.facts.matrix import Matrix
     from envgen.image.build import BuildResult
