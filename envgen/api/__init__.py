@@ -55,6 +55,9 @@ _EXPORTS = {
     "preflight": "envgen.api._preflight",
     "PreflightRequest": "envgen.api._preflight",
     "PreflightResult": "envgen.preflight.run",
+    "drift": "envgen.api._drift",
+    "DriftRequest": "envgen.api._drift",
+    "DriftResult": "envgen.api._drift",
     "whatif": "envgen.api._whatif",
     "WhatIfRequest": "envgen.api._whatif",
     "WhatIfResult": "envgen.api._whatif",
@@ -69,6 +72,8 @@ __all__ = [
     "BuildResult",
     "DoctorRequest",
     "DoctorResult",
+    "DriftRequest",
+    "DriftResult",
     "EvidenceRequest",
     "EvidenceResult",
     "ImageOptions",
@@ -91,6 +96,7 @@ __all__ = [
     "WhatIfResult",
     "build",
     "doctor",
+    "drift",
     "evidence",
     "install",
     "make",
@@ -105,6 +111,7 @@ __all__ = [
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from envgen.api._build import BuildRequest, build
     from envgen.api._doctor import DoctorRequest, DoctorResult, doctor
+    from envgen.api._drift import DriftRequest, DriftResult, drift
     from envgen.api._evidence import EvidenceRequest, EvidenceResult, evidence
     from envgen.api._install import InstallRequest, InstallResult, install
     from envgen.api._make import MakeRequest, MakeResult, make

@@ -7,6 +7,8 @@ COMMANDS: dict[str, tuple[str | None, str]] = {
     "resolve": ("envgen.cli.resolve_cmd", "rank the combinations for a request"),
     "make": ("envgen.cli.make_cmd", "resolve and lock an environment"),
     "install": ("envgen.cli.install_cmd", "install a lock into a prefix"),
+    "drift": ("envgen.cli.drift_cmd",
+              "check a lock against today's indexes, facts and evidence (yanked, newer, changed)"),
     "whatif": ("envgen.cli.whatif_cmd",
                "what another torch, release, CUDA, Python, OS or GPU would change for a lock"),
     "build": ("envgen.cli.build_cmd", "build a lock's image with its ops"),

@@ -37,6 +37,7 @@ class Served:
     advertise_metadata: bool = False
     requires_python: str | None = None
     upload_time: str = "2024-10-29T16:00:00.000000Z"
+    yanked: str | None = None  # PEP 592: the reason ("" for none given); None: not yanked
 
     @property
     def sha256(self) -> str:
@@ -84,6 +85,7 @@ def _page_body(state: IndexState, page: str, host: str, want_json: bool) -> tupl
                     "hashes": {"sha256": f.sha256},
                     "requires-python": f.requires_python,
                     "upload-time": f.upload_time,
+                    "yanked": (f.yanked or True) if f.yanked is not None else False,
                     "core-metadata": {"sha256": hashlib.sha256(f.metadata).hexdigest()}
                     if f.advertise_metadata and f.metadata
                     else False,
@@ -97,6 +99,8 @@ def _page_body(state: IndexState, page: str, host: str, want_json: bool) -> tupl
         attrs = f' data-upload-time="{f.upload_time}"'
         if f.requires_python:
             attrs += f' data-requires-python="{html.escape(f.requires_python)}"'
+        if f.yanked is not None:
+            attrs += f' data-yanked="{html.escape(f.yanked)}"'
         if f.advertise_metadata and f.metadata:
             attrs += f' data-dist-info-metadata="sha256={hashlib.sha256(f.metadata).hexdigest()}"'
         lines.append(
