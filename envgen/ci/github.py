@@ -133,13 +133,19 @@ def github_matrix(cells: Sequence[Cell], locks: Path, verified: Collection[str],
 
 def matrix_github(matrix: Matrix, *, locks: Path, cells: Path | None = None,
                   results_dirs: Sequence[Path] | None = None,
-                  force: bool = False) -> GithubMatrix:
+                  force: bool = False, changed_since: str | None = None) -> GithubMatrix:
     """The matrix of ``matrix``'s cells (or those of the cells file ``cells``) whose lock
     under ``locks`` has no verify record in ``results_dirs`` (default: the matrix's and the
-    data directory's results)."""
+    data directory's results). ``changed_since``: only the cells whose fact digest differs
+    from the committed cell-digests.json at that git revision (envgen.ci.digests)."""
     from envgen.facts.cells import read_cells
     from envgen.results.store import verified_lock_hashes
 
     found = read_cells(cells) if cells is not None else matrix.cells
+    if changed_since is not None:
+        from envgen.ci.digests import changed_since as changed
+
+        keep = set(changed(found, matrix.facts, matrix.matrix_dir, changed_since))
+        found = [c for c in found if c.combination in keep]
     dirs = matrix.results_dirs() if results_dirs is None else list(results_dirs)
     return github_matrix(found, locks, verified_lock_hashes(dirs), force=force)

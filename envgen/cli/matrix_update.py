@@ -99,11 +99,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--only",
-        choices=("indexes", "os-toolkits"),
+        choices=("indexes", "os-toolkits", "cell-digests"),
         help="refresh only these files and carry the others over unchanged: 'os-toolkits' "
         "reads only the OS package indexes ([[os_packages]] in sources.toml → "
         "harvested/os_toolkits.json); 'indexes' only the [[index]] ones (torch.json, "
-        "frameworks.json, cuda.json)",
+        "frameworks.json, cuda.json); 'cell-digests' reads no index and only recomputes "
+        "cell-digests.json from the facts as they are (after a hand edit of curated/)",
     )
     parser.add_argument("--backoff", type=float, default=0.5, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -153,6 +154,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     data_dir = ctx.data_dir or ctx.matrix_dir
     if args.write:
         check_data_dir(data_dir, ctx.source("data-dir"))
+    if args.only == "cell-digests":
+        return _digests_only(args, ctx, data_dir)
     options = UpdateOptions(
         write=args.write,
         indexes=list(args.index),
@@ -174,8 +177,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     for item in result.unread_os:
         print(f"warning: {item['os']}: could not read its CUDA toolkit package ({item['reason']}); "
               f"kept: {item['kept']}", file=ctx.err)
+    digests = _write_digests(ctx, data_dir) if result.written and ctx.json else None
     if ctx.json:
         payload = {**result.diff, "written": result.written, "indexes": result.indexes,
+                   "cell_digests": str(digests) if digests else None,
                    "target": str(result.target), "files_to_rewrite": result.stale,
                    "unread_builds": result.unread_builds, "unread_os": result.unread_os}
         print(json.dumps(payload, indent=2, sort_keys=True), file=ctx.out)
@@ -183,10 +188,45 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     print(render_text(result.diff), file=ctx.out)
     if result.written:
         print(f"wrote {result.target}", file=ctx.out)
+        print(f"wrote {_write_digests(ctx, data_dir)}", file=ctx.out)
     elif result.changes:
         print(f"{result.changes} changes; run with --write to write them to {result.target}",
               file=ctx.out)
     elif result.stale:
         print(f"no fact changed, but {result.stale} file(s) gain provenance (how each file was "
               f"verified); --write writes them to {result.target}", file=ctx.out)
+    return 0
+
+
+def _write_digests(ctx: Context, data_dir):
+    """After a written update: each GPU cell's digest of the facts that decide it, from the
+    new snapshot (envgen.ci.digests), next to harvested/."""
+    from envgen.ci.digests import cell_digests, write
+    from envgen.facts.matrix import Matrix
+
+    fresh = Matrix(matrix_dir=ctx.matrix_dir, data_dir=ctx.data_dir)
+    return write(data_dir, cell_digests(fresh.cells, fresh.facts))
+
+
+def _digests_only(args: argparse.Namespace, ctx: Context, data_dir) -> int:
+    """--only cell-digests: the digests of the facts as they are; written with --write, else
+    the cells whose digest differs from the file are listed."""
+    from pathlib import Path
+
+    from envgen.ci.digests import FILE, cell_digests, parse, write
+
+    now = cell_digests(ctx.matrix.cells, ctx.matrix.facts)
+    path = Path(data_dir) / FILE
+    before = parse(path.read_text(encoding="utf-8"), str(path)) if path.is_file() else {}
+    changed = sorted(c for c in now if before.get(c) != now[c])
+    if args.write:
+        write(data_dir, now)
+    if ctx.json:
+        print(json.dumps({"cell_digests": str(path), "changed": changed,
+                          "written": bool(args.write)}, indent=2), file=ctx.out)
+        return 0
+    for cid in changed:
+        print(f"changed  {cid}", file=ctx.out)
+    verb = "wrote" if args.write else "would write (--write)"
+    print(f"{len(changed)} of {len(now)} cells changed; {verb} {path}", file=ctx.out)
     return 0
