@@ -40,6 +40,8 @@ _EXPORTS = {
     "InstallRequest": "envgen.api._install",
     "InstallResult": "envgen.api._install",
     "build": "envgen.api._build",
+    "build_plan": "envgen.api._build",
+    "BuildPlan": "envgen.image.build",
     "BuildRequest": "envgen.api._build",
     "BuildOptions": "envgen.image.engines",
     "BuildResult": "envgen.image.build",
@@ -68,6 +70,7 @@ _EXPORTS = {
 
 __all__ = [
     "BuildOptions",
+    "BuildPlan",
     "BuildRequest",
     "BuildResult",
     "DoctorRequest",
@@ -95,6 +98,7 @@ __all__ = [
     "WhatIfRequest",
     "WhatIfResult",
     "build",
+    "build_plan",
     "doctor",
     "drift",
     "evidence",
@@ -109,7 +113,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from envgen.api._build import BuildRequest, build
+    from envgen.api._build import BuildRequest, build, build_plan
     from envgen.api._doctor import DoctorRequest, DoctorResult, doctor
     from envgen.api._drift import DriftRequest, DriftResult, drift
     from envgen.api._evidence import EvidenceRequest, EvidenceResult, evidence
@@ -122,7 +126,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from envgen.api._whatif import WhatIfRequest, WhatIfResult, whatif
     from envgen.api.progress import Progress, quiet
     from envgen.facts.matrix import Matrix
-    from envgen.image.build import BuildResult
+    from envgen.image.build import BuildPlan, BuildResult
     from envgen.image.engines import BuildOptions
     from envgen.image.render import ImageOptions
     from envgen.lock.plan import LockOptions

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from envgen.api.progress import Progress, quiet
 from envgen.errors import UsageError
-from envgen.image.build import BuildResult, build_image
+from envgen.image.build import BuildPlan, BuildResult, build_image, plan_build
 from envgen.image.engines import BuildOptions
 
-__all__ = ["BuildOptions", "BuildRequest", "BuildResult", "build"]
+__all__ = ["BuildOptions", "BuildPlan", "BuildRequest", "BuildResult", "build", "build_plan"]
 
 
 @dataclass(frozen=True)
@@ -26,12 +26,21 @@ class BuildRequest:
     options: BuildOptions = field(default_factory=BuildOptions)
 
 
-def build(req: BuildRequest, *, progress: Progress = quiet,
-          log: Progress | None = None) -> BuildResult:
-    """Build (or find) the image; ``log`` receives every line of the build's output."""
+def _lock_dir(req: BuildRequest) -> Path:
     lock_dir = Path(req.lock_dir)
     if not lock_dir.is_dir():
         raise UsageError(f"{lock_dir} is not a directory",
                          hint="pass the directory `envgen make --image` wrote (locks/<id>)",
                          source="DIR")
-    return build_image(lock_dir, req.options, progress=progress, log=log)
+    return lock_dir
+
+
+def build(req: BuildRequest, *, progress: Progress = quiet,
+          log: Progress | None = None) -> BuildResult:
+    """Build (or find) the image; ``log`` receives every line of the build's output."""
+    return build_image(_lock_dir(req), req.options, progress=progress, log=log)
+
+
+def build_plan(req: BuildRequest) -> BuildPlan:
+    """The content tag and the inputs of the build hash, without building (no daemon)."""
+    return plan_build(_lock_dir(req), req.options)

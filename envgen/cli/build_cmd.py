@@ -24,8 +24,9 @@ Names: <registry>/<framework>:<fw>-torch<t>-cu<c>-py<p>-<os> (registry: --regist
 "envgen"), plus the content tag <that tag>-<12 hex of the build hash>, plus each --tag (a
 moving alias such as deepspeed-cu132); --push pushes them all. The build hash covers the
 Dockerfile, image/, the lock manifest (with its lock hash), the --build-arg values (but
-MAX_JOBS and proxy settings) and the --label values: when an image with that content tag and
-hash exists locally, or in the registry with --registry, nothing is built.
+MAX_JOBS and proxy settings), the --label values and the engine: when an image with that
+content tag and hash exists locally, or in the registry with --registry, nothing is built.
+--dry-run prints the content tag and those inputs without building.
 
 Engines: sdk (default) talks to the daemon through the docker SDK, whose classic builder has
 no RUN cache mounts (envgen drops them; the steps are the same, ccache just starts cold);
@@ -72,6 +73,9 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                    help="stage to build (default runtime; builder keeps the compilers)")
     p.add_argument("--force", action="store_true",
                    help="build even if an image with this build hash exists")
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the content tag this build would have and the inputs of its "
+                   "hash, build nothing (no Docker needed)")
     p.add_argument("--no-cache", action="store_true",
                    help="rebuild every step (no layer cache; implies --force)")
     p.set_defaults(func=run)
@@ -132,6 +136,8 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         build_args=parse_build_args(args.build_arg), target=args.target, force=args.force,
         no_cache=args.no_cache, docker_cli=ctx.setting(args, "docker-cli") or "docker",
         labels=parse_labels(args.label))
+    if args.dry_run:
+        return _dry_run(BuildRequest(lock_dir=lock_dir, options=options), ctx)
     result = build(BuildRequest(lock_dir=lock_dir, options=options), progress=ctx.progress,
                    log=ctx.debug if ctx.verbose else None)
     if ctx.json:
@@ -145,4 +151,25 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         print(f"  also tagged {ref}", file=ctx.out)
     for ref in result.pushed:
         print(f"  pushed {ref}", file=ctx.out)
+    return 0
+
+
+def _dry_run(req, ctx: Context) -> int:
+    from envgen.api import build_plan
+
+    plan = build_plan(req)
+    if ctx.json:
+        dump_json(plan.to_dict(), ctx.out)
+        return 0
+    out = [f"Would build {plan.references[0]}",
+           *(f"  also tagged {r}" for r in plan.references[1:]),
+           f"  build hash {plan.build_hash} (lock hash {plan.lock_hash}); target {plan.target}, "
+           f"base {plan.base}",
+           "  from these files:", *(f"    {h}  {n}" for n, h in plan.files.items()),
+           f"  and these options: engine {plan.inputs['engine']}"]
+    out += [f"    --build-arg {k}={v}" for k, v in plan.inputs["build_args"].items()]
+    out += [f"    --label {k}={v}" for k, v in plan.inputs["labels"].items()]
+    out += [f"  not in the hash (they do not change the image): --build-arg {k}={v}"
+            for k, v in plan.not_hashed.items()]
+    print("\n".join(out), file=ctx.out)
     return 0

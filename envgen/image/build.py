@@ -169,6 +169,57 @@ def _push(client, ref: str, progress: Callable[[str], None]) -> None:
         raise DaemonError(f"pushing {ref} failed: {_short(exc)}", hint=hint) from None
 
 
+@dataclass(frozen=True)
+class BuildPlan:
+    """What a build of a lock directory would be, computed without Docker: the content tag
+    and every name, the build hash and the inputs that make it (``envgen build --dry-run``)."""
+
+    references: tuple[str, ...]  # the content tag first
+    build_hash: str
+    lock_hash: str
+    files: dict[str, str]  # the hashed files → their sha256
+    inputs: dict  # the options in the hash (build args, labels, engine)
+    not_hashed: dict[str, str]  # build args that do not change the image (MAX_JOBS, proxies)
+    base: str | None
+    target: str
+
+    def to_dict(self) -> dict:
+        return {"references": list(self.references), "build_hash": self.build_hash,
+                "lock_hash": self.lock_hash, "files": self.files, "inputs": self.inputs,
+                "not_hashed": self.not_hashed, "base": self.base, "target": self.target}
+
+
+def plan_build(lock_dir: Path, options: BuildOptions) -> BuildPlan:
+    """The names and build hash of ``lock_dir``'s image with ``options``; checks the lock
+    (an edited one is refused) and the options, touches no daemon."""
+    import hashlib
+
+    from envgen.image.context import HASHED, NOT_HASHED_ARGS
+
+    lock_dir = Path(lock_dir)
+    engine_for(options.engine)
+    if options.push and not options.registry:
+        raise UsageError("--push needs --registry", hint="e.g. --registry ghcr.io/acme --push")
+    manifest = _manifest(lock_dir)  # an edited lock is never built
+    names = sorted({*(Path(n) for n in HASHED if (lock_dir / n).is_file()),
+                    *context_files(lock_dir)})  # a directory without a Dockerfile: usage error
+    name = names_for(manifest, options.registry)
+    inputs = build_inputs(options.build_args, options.labels, options.engine)
+    bhash = build_hash(lock_dir, inputs)
+    suffix = "" if options.target == "runtime" else f"-{options.target}"
+    content = name.ref(name.content_tag(bhash) + suffix)
+    refs = (content, name.ref(name.tag + suffix),
+            *(t if ("/" in t or ":" in t) else name.ref(t + suffix) for t in options.tags))
+    files = {n.as_posix(): "sha256:" + hashlib.sha256((lock_dir / n).read_bytes()).hexdigest()
+             for n in names}
+    return BuildPlan(references=refs, build_hash=bhash, lock_hash=manifest.lock_hash,
+                     files=files, inputs=inputs,
+                     not_hashed={k: v for k, v in options.build_args.items()
+                                 if k in NOT_HASHED_ARGS},
+                     base=manifest.image.base if manifest.image else None,
+                     target=options.target)
+
+
 def build_image(lock_dir: Path, options: BuildOptions,
                 progress: Callable[[str], None] = lambda _m: None, client=None,
                 log: Callable[[str], None] | None = None) -> BuildResult:
@@ -176,16 +227,10 @@ def build_image(lock_dir: Path, options: BuildOptions,
     started = time.monotonic()
     lock_dir = Path(lock_dir)
     engine = engine_for(options.engine)
-    if options.push and not options.registry:
-        raise UsageError("--push needs --registry", hint="e.g. --registry ghcr.io/acme --push")
-    manifest = _manifest(lock_dir)  # an edited lock is never built
-    context_files(lock_dir)  # a directory without a Dockerfile is a usage error
-    name = names_for(manifest, options.registry)
-    bhash = build_hash(lock_dir, build_inputs(options.build_args, options.labels))
-    suffix = "" if options.target == "runtime" else f"-{options.target}"
-    content = name.ref(name.content_tag(bhash) + suffix)
-    refs = [content, name.ref(name.tag + suffix),
-            *(t if ("/" in t or ":" in t) else name.ref(t + suffix) for t in options.tags)]
+    plan = plan_build(lock_dir, options)
+    manifest = _manifest(lock_dir)
+    bhash, refs = plan.build_hash, list(plan.references)
+    content = refs[0]
     read_ca_certs(options.ca_certs)  # bad input fails before anything runs
     client = client or docker_client()
     with _daemon_errors():

@@ -14,6 +14,7 @@ import io
 import re
 import tarfile
 from pathlib import Path
+from typing import Any
 
 from envgen.errors import EnvgenError, UsageError
 
@@ -44,12 +45,14 @@ NOT_HASHED_ARGS = frozenset({"MAX_JOBS", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"
 
 
 def build_inputs(build_args: dict[str, str] | None = None,
-                 labels: dict[str, str] | None = None) -> dict[str, dict[str, str]]:
+                 labels: dict[str, str] | None = None,
+                 engine: str | None = None) -> dict[str, Any]:
     """The build options that change the image (build args but the ones in NOT_HASHED_ARGS,
-    extra labels), as they enter the build hash."""
+    extra labels, the engine: the classic builder and BuildKit do not give the same layers),
+    as they enter the build hash."""
     args = {k: v for k, v in (build_args or {}).items() if k not in NOT_HASHED_ARGS}
-    return {"build_args": dict(sorted(args.items())), "labels": dict(sorted((labels or
-                                                                            {}).items()))}
+    return {"build_args": dict(sorted(args.items())),
+            "labels": dict(sorted((labels or {}).items())), "engine": engine}
 
 
 def build_hash(lock_dir: Path, inputs: dict | None = None) -> str:

@@ -55,6 +55,32 @@ def test_make_apptainer_writes_both_definitions_with_the_image(make_args):
         lock_dir / "apptainer" / "envgen.def").read_text()
 
 
+def test_build_dry_run_names_the_content_tag_and_its_inputs(make_args):
+    """No Docker needed: the content tag a build would have, from the files and the options
+    that change the image (an arch list, a label, the engine), not MAX_JOBS."""
+    proc = run_envgen(*make_args, "--torch", "2.9.0", "--image", "--gpu-arch", "sm_80")
+    assert proc.returncode == 0, proc.stderr
+    lock_dir = proc.stdout.split("Wrote ", 1)[1].split("/  (", 1)[0]
+
+    def plan(*extra: str) -> dict:
+        out = run_envgen("build", lock_dir, "--dry-run", "--json", *extra)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    plain = plan()
+    assert plain["references"][0].endswith("-" + plain["build_hash"][7:19])
+    assert {"Dockerfile", "envgen.lock.json", "image/base.lock.txt"} <= set(plain["files"])
+    assert plain["inputs"] == {"build_args": {}, "labels": {}, "engine": "sdk"}
+    assert plan("--build-arg", "MAX_JOBS=16", "--build-arg", "HTTPS_PROXY=http://p:3128")[
+        "build_hash"] == plain["build_hash"]
+    for extra in (("--build-arg", "TORCH_CUDA_ARCH_LIST=9.0"), ("--label", "a.b=c"),
+                  ("--engine", "buildkit")):
+        assert plan(*extra)["build_hash"] != plain["build_hash"], extra
+    text = run_envgen("build", lock_dir, "--dry-run", "--build-arg", "MAX_JOBS=4")
+    assert text.stdout.startswith(f"Would build {plain['references'][0]}")
+    assert "not in the hash (they do not change the image): --build-arg MAX_JOBS=4" in text.stdout
+
+
 def test_make_image_gpu_name_sets_the_arch_list(make_args):
     """--gpu H100 without --gpu-arch: the image's ops are built for the GPU's sm_90."""
     proc = run_envgen(*make_args, "--flavor", "venv", "--torch", "2.12.0", "--image",
