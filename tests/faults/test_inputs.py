@@ -210,10 +210,14 @@ def test_engine_env(cli, mx, tmp_path):
     assert r.code == 2 and r.says("ENVGEN_ENGINE 'podman' is not one of sdk, buildkit")
 
 
-@fault("I26", "build --tag / --build-arg / --network / --registry of the wrong shape", exit=2)
+@fault("I26", "build --tag / --label / --build-arg / --network / --registry of the wrong shape",
+       exit=2)
 @pytest.mark.parametrize("flags, message", [
     (["--tag", "x:1\nLABEL evil=1"], "control character"),
-    (["--tag", "--privileged"], "is not an image reference"),
+    (["--tag", "--privileged"], "is not a valid tag"),
+    (["--tag", "ghcr.io/acme/x:--privileged"], "is not an image reference"),
+    (["--label", "org.example.x"], "is not KEY=VALUE"),
+    (["--label", "io.envgen.lock-hash=forged"], "envgen sets the io.envgen.* labels itself"),
     (["--build-arg", "1BAD=x"], "is not a name"),
     (["--build-arg", "NOVALUE"], "is not KEY=VALUE"),
     (["--network", "--privileged"], "is not a valid name"),
