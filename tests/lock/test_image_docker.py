@@ -9,6 +9,7 @@ wheels the builder installs from the loopback index (so RUN steps use --network 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -152,6 +153,23 @@ def test_push_with_a_moving_alias_and_table_row_label(image_lock, built, docker_
                                "{{json .Config.Labels}}").stdout)
     assert labels["io.envgen.table-row"] == row
     assert labels["io.envgen.build-hash"] == pushed["build_hash"]
+
+
+def test_after_no_cache_the_builder_target_reuses_every_builder_step(image_lock, built):
+    """The cache trap: after a --no-cache build, a cached build of the same Dockerfile
+    (--target builder) must reuse every builder step, not follow the runtime stage's chain
+    of identical first steps and rebuild everything."""
+    cold = build(image_lock["directory"], "--no-cache", "--json")
+    assert cold.returncode == 0, cold.stderr[-3000:]
+    again = build(image_lock["directory"], "--target", "builder", "--force", "-v")
+    assert again.returncode == 0, again.stderr[-3000:]
+    # each Dockerfile step's block: "Step i/n : INSTR" then " ---> Using cache" or
+    # " ---> Running in …"; the daemon appends the build's labels (their date changes) last
+    blocks = re.split(r"^Step \d+/\d+ : ", again.stderr, flags=re.M)[1:]
+    own = [b for b in blocks if not b.startswith("LABEL ")]
+    assert len(own) > 10 and own[0].startswith("FROM ")
+    missed = [b.splitlines()[0] for b in own[1:] if "---> Using cache" not in b]
+    assert not missed, f"rebuilt after --no-cache: {missed}"
 
 
 def test_failing_build_names_step_and_leaves_no_containers(image_lock, built):

@@ -12,6 +12,9 @@
 FROM docker.io/mambaorg/micromamba:2.3.3@sha256:8888888888888888888888888888888888888888888888888888888888888888 AS micromamba
 
 FROM docker.io/library/ubuntu:22.04@sha256:2222222222222222222222222222222222222222222222222222222222222222 AS builder
+# First, what no other stage has: the classic builder's cache then never follows another
+# stage's chain of identical steps (after a --no-cache build it would, and rebuild all).
+ARG ENVGEN_STAGE=builder
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
 # Extra CA certificates for a TLS-intercepting proxy (`envgen build --ca-cert FILE` puts them
@@ -67,6 +70,9 @@ COPY image/prune-conda.py /tmp/envgen/
 RUN python /tmp/envgen/prune-conda.py /opt/env cuda-nvcc gcc gxx libcublas-dev
 
 FROM docker.io/library/ubuntu:22.04@sha256:2222222222222222222222222222222222222222222222222222222222222222 AS runtime
+# First, what no other stage has: the classic builder's cache then never follows another
+# stage's chain of identical steps (after a --no-cache build it would, and rebuild all).
+ARG ENVGEN_STAGE=runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
 # OS packages float within the base's release (security fixes); the lock pins the env.

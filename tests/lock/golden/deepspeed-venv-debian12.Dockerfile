@@ -10,6 +10,9 @@
 #   runtime  docker.io/library/debian:12 + that env, no compilers, user envgen (uid 1000)
 
 FROM docker.io/library/debian:12@sha256:5555555555555555555555555555555555555555555555555555555555555555 AS builder
+# First, what no other stage has: the classic builder's cache then never follows another
+# stage's chain of identical steps (after a --no-cache build it would, and rebuild all).
+ARG ENVGEN_STAGE=builder
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
 # Extra CA certificates for a TLS-intercepting proxy (`envgen build --ca-cert FILE` puts them
@@ -59,6 +62,9 @@ FROM builder AS pruned
 RUN python -m pip uninstall --yes cuda-toolkit nvidia-cuda-nvcc
 
 FROM docker.io/library/debian:12@sha256:5555555555555555555555555555555555555555555555555555555555555555 AS runtime
+# First, what no other stage has: the classic builder's cache then never follows another
+# stage's chain of identical steps (after a --no-cache build it would, and rebuild all).
+ARG ENVGEN_STAGE=runtime
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
 # OS packages float within the base's release (security fixes); the lock pins the env.
