@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from envgen.api.progress import Progress, quiet
-from envgen.errors import InfeasibleError, UsageError
+from envgen.errors import DataError, InfeasibleError, UsageError
 from envgen.facts.matrix import Matrix
 from envgen.lock.plan import LockOptions
 from envgen.resolve import Combination, Request
@@ -154,7 +154,13 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
     facts = matrix.facts
     manifest = read_manifest(request.lock_dir)
     pinned = _pinned_request(manifest.combination, manifest.flavor)
-    old = resolve_all(pinned, facts, limit=1)[0]
+    try:
+        old = resolve_all(pinned, facts, limit=1)[0]
+    except InfeasibleError as exc:
+        raise DataError(f"the lock's own combination {manifest.id} no longer resolves against "
+                        f"today's facts: {exc.message}",
+                        hint=f"see what moved: envgen drift --lock {request.lock_dir}; or "
+                        "start from a new lock (envgen make)") from None
     old_why = {d.axis: d for d in decisions(pinned, facts, old)}
     old_tier = _tier(old.id, matrix)
     progress(f"what if {old.id} changes {_describe(request.changes)}")

@@ -111,3 +111,32 @@ def test_whatif_needs_a_change_and_a_lock(make_args, tmp_path):
     assert proc.returncode == 2 and "what if what changes?" in proc.stderr
     proc = run_envgen("whatif", "--lock", str(tmp_path / "nope"), "--torch", "2.12")
     assert proc.returncode in (1, 2) and "nope" in proc.stderr
+
+
+def test_a_lock_whose_own_combination_no_longer_resolves_says_so(make_args, tmp_path):
+    """The facts moved under the lock (a modified copy of the matrix records a breakage of
+    DeepSpeed 0.18.2 with torch 2.9 on CUDA 12.8): whatif names the lock, not the change,
+    and points at drift."""
+    import shutil
+
+    assert run_envgen(*make_args, "--torch", "2.9.0").returncode == 0
+    (lock_dir,) = (tmp_path / "locks").iterdir()
+    matrix = Path(make_args[make_args.index("--matrix-dir") + 1])
+    changed = tmp_path / "matrix-changed"
+    shutil.copytree(matrix, changed)
+    with open(changed / "curated" / "frameworks.toml", "a") as f:
+        f.write('\n[[breakage]]\nframework = "deepspeed"\nversions = "==0.18.2"\n'
+                'torch = ">=2.9,<2.10"\ncuda = "==12.8"\npython = ">=3.0"\n'
+                'what = "found broken after the lock (test)"\nchecked_through = "0.18.2"\n'
+                'source = "https://example.invalid/later"\n')
+    args = [*_sources(make_args)]
+    args[args.index("--matrix-dir") + 1] = str(changed)
+    proc = run_envgen("whatif", "--lock", str(lock_dir), "--torch", "2.12", *args)
+    assert proc.returncode == 1, proc.stderr
+    assert f"the lock's own combination {lock_dir.name} no longer resolves" in proc.stderr
+    assert "envgen drift --lock" in proc.stderr
+    drift = run_envgen("drift", "--lock", str(lock_dir), "--matrix-dir", str(changed),
+                       "--cache-dir", str(tmp_path / "cache"), "--json")
+    assert drift.returncode == 1, drift.stderr
+    kinds = [f["kind"] for f in json.loads(drift.stdout)["findings"]]
+    assert "no-longer-resolves" in kinds
