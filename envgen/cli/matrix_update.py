@@ -188,7 +188,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     print(render_text(result.diff), file=ctx.out)
     if result.written:
         print(f"wrote {result.target}", file=ctx.out)
-        print(f"wrote {_write_digests(ctx, data_dir)}", file=ctx.out)
+        digests = _write_digests(ctx, data_dir)
+        if digests:
+            print(f"wrote {digests}", file=ctx.out)
     elif result.changes:
         print(f"{result.changes} changes; run with --write to write them to {result.target}",
               file=ctx.out)
@@ -200,10 +202,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _write_digests(ctx: Context, data_dir):
     """After a written update: each GPU cell's digest of the facts that decide it, from the
-    new snapshot (envgen.ci.digests), next to harvested/."""
+    new snapshot (envgen.ci.digests), next to harvested/; None for a matrix without GPU
+    cells (no cells.toml)."""
+    from pathlib import Path
+
     from envgen.ci.digests import cell_digests, write
     from envgen.facts.matrix import Matrix
 
+    if not (Path(ctx.matrix_dir) / "cells.toml").is_file():
+        return None
     fresh = Matrix(matrix_dir=ctx.matrix_dir, data_dir=ctx.data_dir)
     return write(data_dir, cell_digests(fresh.cells, fresh.facts))
 

@@ -89,3 +89,20 @@ def test_a_bad_revision_is_a_usage_error(repo):
     assert proc.returncode == 2
     assert "--changed-since no-such-ref: no such commit" in proc.stderr
     assert "fetch-depth: 0" in proc.stderr
+
+
+def test_a_written_update_records_the_digests_when_there_are_cells(tmp_path):
+    """What `envgen matrix update --write` runs after writing harvested/: the digests of the
+    new snapshot next to it; nothing for a matrix without GPU cells."""
+    from envgen.cli.context import Context
+    from envgen.cli.matrix_update import _write_digests
+
+    matrix = tmp_path / "matrix"
+    shutil.copytree(FIXTURE, matrix)
+    ctx = Context(matrix_dir=matrix, data_dir=matrix)
+    assert _write_digests(ctx, matrix) is None and not (matrix / FILE).exists()
+    (matrix / "cells.toml").write_text(f'[[cell]]\ncombination = "{DS}"\n')
+    written = _write_digests(ctx, matrix)
+    assert written == matrix / FILE
+    fresh = Matrix(matrix_dir=matrix, data_dir=matrix)
+    assert parse(written.read_text(), FILE) == cell_digests(fresh.cells, fresh.facts)
