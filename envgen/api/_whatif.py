@@ -31,7 +31,7 @@ _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.M)
 class WhatIfRequest:
     lock_dir: Path
     changes: dict[str, str]  # axis (CHANGEABLE) → the value asked for
-    lock: LockOptions | None = None  # sources for the new lock (None: the lock's flavor, defaults)
+    lock: LockOptions | None = None  # sources for the new lock; its flavor is always the lock's
     solve: bool = True  # lock the new target for the package diff (needs its indexes)
 
 

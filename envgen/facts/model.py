@@ -173,6 +173,8 @@ class Toolchain:
     # os-package flavor: OS family → packages besides the toolkit's own, and its CUDA_HOME
     os_package_os_packages: dict[str, tuple[str, ...]] = field(default_factory=dict)
     os_package_home: dict[str, str] = field(default_factory=dict)
+    # what an sdist without a [build-system] table is built with (pip's fallback: [sdist_build])
+    sdist_fallback_requires: tuple[str, ...] = ()
 
     FLAVORS = ("conda", "venv", "os-package")
     # the flavors whose CUDA compiler comes with the OS, not per torch CUDA from a rule

@@ -443,6 +443,8 @@ def _toolchain(doc: dict | None) -> Toolchain | None:
         os_package_os_packages={k: tuple(v) for k, v in
                                 doc.get("os-package", {}).get("os_packages", {}).items()},
         os_package_home=dict(doc.get("os-package", {}).get("cuda_home", {})),
+        **({"sdist_fallback_requires": tuple(doc["sdist_build"]["fallback_requires"])}
+           if "sdist_build" in doc else {}),
     )
 
 

@@ -106,7 +106,8 @@ def solve(facts: Facts, combo: Combination, options: LockOptions, sources: dict[
         tuple(pip), python_version=plan.pip.python_version,
         python_platform=plan.pip.python_platform, index_url=plan.pip.index_url,
         extra_index_urls=plan.pip.extra_index_urls, cache_dir=cache, offline=options.offline,
-        exclude_newer=options.exclude_newer, ca_cert=options.ca_cert, progress=progress)
+        exclude_newer=options.exclude_newer, ca_cert=options.ca_cert, progress=progress,
+        fallback=facts.toolchain.sdist_fallback_requires if facts.toolchain else ())
     return Solved(plan=plan, options=options, conda=tuple(conda), pip=tuple(pip),
                   tools=tool_versions(), nvcc=nvcc, pylock=pylock, build=build)
 

@@ -13,9 +13,10 @@ install path installs the build requirements first (``--require-hashes``), then 
 
 The requirements are read from the sdist itself (its ``pyproject.toml`` ``[build-system]
 requires``, PEP 518), downloaded once and checked against the lock's sha256; a project without
-a ``[build-system]`` table gets pip's fallback (``setuptools>=40.8.0``, pip's documented default
-for the legacy interface) plus ``wheel``, which setuptools' legacy hook asked for in older
-releases.
+a ``[build-system]`` table gets pip's fallback, a fact of matrix/curated/toolchain.toml
+(``[sdist_build] fallback_requires``). The framework's own build requirements
+(``[build.<framework>]``) are already in the lock, since the ops build needs them beside torch;
+resolving with the lock's pins as constraints keeps both at the same versions.
 """
 
 from __future__ import annotations
@@ -31,20 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-from envgen.errors import EnvgenError, NetworkError
+from envgen.errors import DataError, EnvgenError, NetworkError
 from envgen.lock.pip_compile import Dist, PipPackage, PipResolveError, compile_pip_lock
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
-
-# pip: "If a project does not have a pyproject.toml file containing a build-system section, it
-# will be assumed to have ... requires = ["setuptools>=40.8.0"]"
-# (https://pip.pypa.io/en/stable/reference/build-system/pyproject-toml/#fallback-behaviour);
-# setuptools' legacy get_requires_for_build_wheel added "wheel" before setuptools 70.1.
-FALLBACK_REQUIRES = ("setuptools>=40.8.0", "wheel")
-
 
 @dataclass(frozen=True)
 class SdistBuild:
@@ -53,7 +47,7 @@ class SdistBuild:
     name: str
     version: str
     requires: tuple[str, ...]
-    source: str  # "pyproject.toml" or "pip's fallback (no [build-system] table)"
+    source: str  # "pyproject.toml", or "pip's fallback: no [build-system] table"
 
 
 @dataclass(frozen=True)
@@ -77,11 +71,13 @@ def built_from_sdist(pip: tuple[PipPackage, ...] | list[PipPackage], python_vers
     return out
 
 
-def read_build_requires(data: bytes, filename: str) -> tuple[tuple[str, ...], str]:
-    """(requirements, where they came from) of an sdist's bytes (.tar.gz or .zip)."""
+def read_build_requires(data: bytes, filename: str, fallback: tuple[str, ...]
+                        ) -> tuple[tuple[str, ...], str]:
+    """(requirements, where they came from) of an sdist's bytes (.tar.gz or .zip);
+    ``fallback``: what one without a [build-system] table is built with."""
     text = _pyproject(data, filename)
     if text is None:
-        return FALLBACK_REQUIRES, "pip's fallback (no pyproject.toml)"
+        return _fallback(fallback, filename), "pip's fallback: no pyproject.toml"
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -89,12 +85,20 @@ def read_build_requires(data: bytes, filename: str) -> tuple[tuple[str, ...], st
                           hint="pip cannot build it either; pick another version") from None
     table = doc.get("build-system")
     if table is None:
-        return FALLBACK_REQUIRES, "pip's fallback (no [build-system] table)"
+        return _fallback(fallback, filename), "pip's fallback: no [build-system] table"
     requires = table.get("requires") if isinstance(table, dict) else None
     if not isinstance(requires, list) or not all(isinstance(r, str) for r in requires):
         raise EnvgenError(f"{filename}: [build-system] has no list of strings in 'requires'",
                           hint="PEP 518 makes it required; pip cannot build this sdist either")
     return tuple(r.strip() for r in requires if r.strip()), "pyproject.toml"
+
+
+def _fallback(fallback: tuple[str, ...], filename: str) -> tuple[str, ...]:
+    if not fallback:
+        raise DataError(f"{filename} declares no build requirements and the matrix names no "
+                        "fallback for that", hint="add [sdist_build] fallback_requires to "
+                        "curated/toolchain.toml (pip's: setuptools>=40.8.0)")
+    return fallback
 
 
 def _pyproject(data: bytes, filename: str) -> str | None:
@@ -168,18 +172,20 @@ def _download(url: str, ca_cert: Path | None) -> bytes:
 
 
 def lock_build_deps(pip: tuple[PipPackage, ...], *, python_version: str, python_platform: str,
-                    cache_dir: Path, offline: bool = False, ca_cert: Path | None = None,
+                    cache_dir: Path, fallback: tuple[str, ...], offline: bool = False,
+                    ca_cert: Path | None = None,
                     progress: Callable[[str], None] = lambda _m: None,
                     **compile_options) -> BuildLock | None:
     """The build lock of ``pip`` for the target, or None when every package installs from
-    a wheel. ``compile_options``: the index options of :func:`compile_pip_lock`."""
+    a wheel. ``fallback``: the requirements of an sdist that declares none;
+    ``compile_options``: the index options of :func:`compile_pip_lock`."""
     todo = built_from_sdist(pip, python_version, python_platform)
     if not todo:
         return None
     sdists = []
     for package, dist in todo:
         requires, source = read_build_requires(
-            fetch(dist, cache_dir, offline=offline, ca_cert=ca_cert), dist.filename)
+            fetch(dist, cache_dir, offline=offline, ca_cert=ca_cert), dist.filename, fallback)
         sdists.append(SdistBuild(package.name, package.version, requires, source))
     names = ", ".join(f"{s.name} {s.version}" for s in sdists)
     progress(f"  {names}: built from source on the target; locking its build dependencies")

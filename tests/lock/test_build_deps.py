@@ -21,21 +21,19 @@ from support.run import HOST_PY, run_envgen
 from support.sdists import BACKEND_SOURCE, sdist_bytes
 from support.wheels import build_wheel, serve_wheels
 
-from envgen.errors import EnvgenError, NetworkError
-from envgen.lock.build_deps import (
-    FALLBACK_REQUIRES,
-    built_from_sdist,
-    fetch,
-    read_build_requires,
-)
+from envgen.errors import DataError, EnvgenError, NetworkError
+from envgen.lock.build_deps import built_from_sdist, fetch, read_build_requires
 from envgen.lock.pip_compile import Dist, PipPackage
+
+FALLBACK = ("setuptools>=40.8.0", "wheel")
 
 # --- reading the sdist ----------------------------------------------------------------------
 
 
 def test_requires_come_from_the_build_system_table():
     name, data = sdist_bytes("pkg", "1.0", build_requires=["setuptools>=64", "cython<4"])
-    assert read_build_requires(data, name) == (("setuptools>=64", "cython<4"), "pyproject.toml")
+    assert read_build_requires(data, name, FALLBACK) == (("setuptools>=64", "cython<4"),
+                                                          "pyproject.toml")
 
 
 @pytest.mark.parametrize("pyproject", [None, "no-build-system"])
@@ -47,9 +45,20 @@ def test_without_a_build_system_table_pip_fallback_applies(pyproject):
     else:
         name, data = sdist_bytes("pkg", "1.0", build_requires=None)
         where = "no [build-system] table"
-    requires, source = read_build_requires(data, name)
-    assert requires == FALLBACK_REQUIRES == ("setuptools>=40.8.0", "wheel")
+    requires, source = read_build_requires(data, name, FALLBACK)
+    assert requires == FALLBACK
     assert where in source
+    with pytest.raises(DataError, match="declares no build requirements"):
+        read_build_requires(data, name, ())  # a matrix without [sdist_build]
+
+
+def test_the_fallback_is_the_matrix_fact():
+    """pip's fallback is data (curated/toolchain.toml [sdist_build]), with its source."""
+    from envgen.facts.matrix import Matrix
+
+    root = Path(__file__).parents[2] / "matrix"
+    toolchain = Matrix(matrix_dir=root, data_dir=root).facts.toolchain
+    assert toolchain.sdist_fallback_requires == ("setuptools>=40.8.0", "wheel")
 
 
 def test_a_zip_sdist_is_read_too():
@@ -57,7 +66,7 @@ def test_a_zip_sdist_is_read_too():
     with zipfile.ZipFile(buf, "w") as z:
         z.writestr("pkg-1.0/pyproject.toml", '[build-system]\nrequires = ["flit_core>=3.2"]\n')
         z.writestr("pkg-1.0/src/pkg/pyproject.toml", '[build-system]\nrequires = ["other"]\n')
-    assert read_build_requires(buf.getvalue(), "pkg-1.0.zip")[0] == ("flit_core>=3.2",)
+    assert read_build_requires(buf.getvalue(), "pkg-1.0.zip", FALLBACK)[0] == ("flit_core>=3.2",)
 
 
 @pytest.mark.parametrize("pyproject,message", [
@@ -67,13 +76,13 @@ def test_a_zip_sdist_is_read_too():
 def test_a_broken_build_system_is_an_error_naming_the_file(pyproject, message):
     name, data = sdist_bytes("pkg", "1.0", pyproject=pyproject)
     with pytest.raises(EnvgenError, match=message) as err:
-        read_build_requires(data, name)
+        read_build_requires(data, name, FALLBACK)
     assert "pkg-1.0.tar.gz" in str(err.value)
 
 
 def test_a_file_that_is_no_archive_is_an_error():
     with pytest.raises(EnvgenError, match="not a readable sdist"):
-        read_build_requires(b"<html>not found</html>", "pkg-1.0.tar.gz")
+        read_build_requires(b"<html>not found</html>", "pkg-1.0.tar.gz", FALLBACK)
 
 
 def _without_member(data: bytes, member: str) -> bytes:
