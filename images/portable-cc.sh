@@ -6,9 +6,11 @@
 # -march=native plus -D__AVX512__ when the builder's CPU has AVX-512), so an image built on
 # one CPU can die with "Illegal instruction" on another. This wrapper rewrites those flags to
 # the portable target in image/portable-flags (curated/images.toml [portable]), then runs the
-# real compiler ($ENVGEN_CC / $ENVGEN_CXX) through ccache when CCACHE_DIR is set.
+# real compiler ($ENVGEN_CC / $ENVGEN_CXX; as nvcc, $CUDA_HOME/bin/nvcc, which torch's ninja
+# builds call through PYTORCH_NVCC) through ccache when CCACHE_DIR is set.
 set -eu
 case "$(basename "$0")" in
+    nvcc) real=${CUDA_HOME:?CUDA_HOME is not set}/bin/nvcc ;;
     c++|g++|*++) real=${ENVGEN_CXX:?ENVGEN_CXX is not set} ;;
     *) real=${ENVGEN_CC:?ENVGEN_CC is not set} ;;
 esac

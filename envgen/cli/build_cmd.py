@@ -17,7 +17,7 @@ examples:
       --gpu-arch sm_90 --image
   envgen build locks/deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64
   envgen build DIR --registry ghcr.io/acme --push
-  envgen build DIR --ca-cert /etc/ssl/corp-proxy.pem          # behind a TLS-intercepting proxy
+  envgen build DIR --engine buildkit --ca-cert /etc/ssl/corp-proxy.pem   # behind a TLS proxy
   envgen build DIR --engine buildkit --build-arg MAX_JOBS=8    # keeps ccache/pip cache mounts
 
 Names: <registry>/<framework>:<fw>-torch<t>-cu<c>-py<p>-<os> (registry: --registry, else
@@ -28,9 +28,15 @@ MAX_JOBS and proxy settings), the --label values and the engine: when an image w
 content tag and hash exists locally, or in the registry with --registry, nothing is built.
 --dry-run prints the content tag and those inputs without building.
 
+Ops compile MAX_JOBS at a time (ninja; default: the daemon's CPU count; not in the hash).
+The image is labelled io.envgen.ops with what the framework itself reports it built (read
+from the builder stage, which is built first and tagged <content tag>-builder).
+
 Engines: sdk (default) talks to the daemon through the docker SDK, whose classic builder has
-no RUN cache mounts (envgen drops them; the steps are the same, ccache just starts cold);
-buildkit runs `docker build` with BuildKit and keeps them.
+no RUN cache mounts (envgen drops them; the steps are the same, ccache just starts cold) and
+no build secrets; buildkit runs `docker build` with BuildKit and keeps them. --ca-cert needs
+buildkit: the certificates are the build secret envgen-ca, mounted only in the steps that
+download, so no layer of any stage holds them.
 
 exit codes: 0 built (or already built), 1 the build failed (the failing step and the log
 tail are shown; no stopped containers are left), 2 usage error, 4 environment (the Docker
@@ -55,8 +61,9 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                    "building (config registry, env ENVGEN_REGISTRY)")
     p.add_argument("--push", action="store_true", help="push the image to --registry")
     p.add_argument("--ca-cert", action="append", default=None, metavar="FILE",
-                   help="extra CA certificate (PEM) trusted in the builder, for a "
-                   "TLS-intercepting proxy (repeatable; config ca-cert, env ENVGEN_CA_CERT)")
+                   help="extra CA certificate (PEM) trusted while the builder downloads, for "
+                   "a TLS-intercepting proxy; a build secret, in no layer (needs --engine "
+                   "buildkit; repeatable; config ca-cert, env ENVGEN_CA_CERT)")
     p.add_argument("--engine", choices=("sdk", "buildkit"), default=None,
                    help="sdk: docker SDK + the daemon's classic builder (default); buildkit: "
                    "the docker CLI with BuildKit (cache mounts); config engine, env "
@@ -147,6 +154,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     size = f", {result.size / 1e9:.2f} GB" if result.size else ""
     print(f"{verb} {result.references[0]} in {result.seconds:.1f} s{size}", file=ctx.out)
     print(f"  image {result.image_id}", file=ctx.out)
+    if result.ops:
+        print(f"  ops built: {' '.join(result.ops)}"
+              + (f" (MAX_JOBS={result.max_jobs})" if result.max_jobs else ""), file=ctx.out)
     for ref in result.references[1:]:
         print(f"  also tagged {ref}", file=ctx.out)
     for ref in result.pushed:

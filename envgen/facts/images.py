@@ -50,8 +50,6 @@ class Family:
     cxx: str
     useradd: str
     conda_builder: tuple[str, ...]
-    ca_dir: str
-    ca_update: str
     ca_bundle: str
     runtime_by_os: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
@@ -108,6 +106,7 @@ class Recipes:
     portable: dict[str, dict[str, str]]  # arch → {host-specific flag: portable flag}
     # os-package flavor: family → the command writing the apt sources entry of the toolkit
     os_package_sources: dict[str, str] = field(default_factory=dict)
+    ops_build_env: dict[str, str] = field(default_factory=dict)  # [ops_build]: every op build
 
     def venv_toolkit(self, cuda: str) -> VenvToolkit | None:
         return next((t for t in self.venv_toolkits if spec_contains(t.cuda, cuda)), None)
@@ -156,8 +155,7 @@ def _build(doc: dict) -> Recipes:
         name: Family(
             install=f["install"], python=tuple(f["python"]), builder=tuple(f["builder"]),
             runtime=tuple(f["runtime"]), cc=f["cc"], cxx=f["cxx"], useradd=f["useradd"],
-            conda_builder=tuple(f["conda_builder"]), ca_dir=f["ca_dir"],
-            ca_update=f["ca_update"], ca_bundle=f["ca_bundle"],
+            conda_builder=tuple(f["conda_builder"]), ca_bundle=f["ca_bundle"],
             runtime_by_os={k: tuple(v) for k, v in f.get("runtime_by_os", {}).items()})
         for name, f in doc.get("family", {}).items()
     }
@@ -179,7 +177,8 @@ def _build(doc: dict) -> Recipes:
                    families=families, conda=conda, venv_toolkits=toolkits, ops=ops,
                    portable=portable,
                    os_package_sources={family: o["sources"]
-                                       for family, o in doc.get("os_package", {}).items()})
+                                       for family, o in doc.get("os_package", {}).items()},
+                   ops_build_env=dict(doc.get("ops_build", {}).get("env", {})))
 
 
 def load_recipes(matrix_dir: str | Path) -> Recipes:

@@ -14,7 +14,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -22,6 +22,7 @@ from envgen import __version__
 from envgen.errors import DaemonError, EnvgenError, UsageError
 from envgen.image.buildlog import BuildFailed, _clip, _follow  # noqa: F401 (re-exported)
 from envgen.image.context import (
+    DOCKERFILE,
     build_hash,
     build_inputs,
     context_files,
@@ -30,6 +31,8 @@ from envgen.image.context import (
 from envgen.image.engines import BuildOptions, Engine, engine_for
 from envgen.image.naming import ImageName, check_registry
 from envgen.lock.manifest import Manifest
+
+OPS_REPORT = "/opt/envgen/ops.json"  # what the framework reports it built (check-ops.py)
 
 
 @dataclass(frozen=True)
@@ -42,12 +45,15 @@ class BuildResult:
     pushed: tuple[str, ...]
     seconds: float
     size: int | None  # bytes, local images only
+    ops: tuple[str, ...] = ()  # what the framework reports it compiled (io.envgen.ops)
+    max_jobs: str | None = None  # the MAX_JOBS the ops compiled with (None: skipped)
 
     def to_dict(self) -> dict:
         return {"image_id": self.image_id, "references": list(self.references),
                 "build_hash": self.build_hash, "lock_hash": self.lock_hash,
                 "skipped": self.skipped, "pushed": list(self.pushed),
-                "seconds": round(self.seconds, 3), "size": self.size}
+                "seconds": round(self.seconds, 3), "size": self.size, "ops": list(self.ops),
+                "max_jobs": self.max_jobs}
 
 
 def docker_client():
@@ -198,6 +204,11 @@ def plan_build(lock_dir: Path, options: BuildOptions) -> BuildPlan:
 
     lock_dir = Path(lock_dir)
     engine_for(options.engine)
+    read_ca_certs(options.ca_certs)  # a missing or non-PEM file fails before anything runs
+    if options.ca_certs and options.engine != "buildkit":
+        from envgen.image.engines import CA_NEEDS_BUILDKIT
+
+        raise UsageError("--ca-cert needs --engine buildkit", hint=CA_NEEDS_BUILDKIT)
     if options.push and not options.registry:
         raise UsageError("--push needs --registry", hint="e.g. --registry ghcr.io/acme --push")
     manifest = _manifest(lock_dir)  # an edited lock is never built
@@ -231,7 +242,6 @@ def build_image(lock_dir: Path, options: BuildOptions,
     manifest = _manifest(lock_dir)
     bhash, refs = plan.build_hash, list(plan.references)
     content = refs[0]
-    read_ca_certs(options.ca_certs)  # bad input fails before anything runs
     client = client or docker_client()
     with _daemon_errors():
         return _build(client, engine, lock_dir, options, manifest, bhash, content, refs,
@@ -261,14 +271,30 @@ def _build(client, engine: Engine, lock_dir: Path, options: BuildOptions, manife
     found = None if options.force or options.no_cache else find_existing(
         client, [content], bhash, registry=bool(options.registry))
     pushed: list[str] = []
+    ops: tuple[str, ...] = ()
+    max_jobs = None
     if found:
         where, image_id = found
         progress(f"{content} is already built ({where}); skipping the build")
         if where == "local":
             _tag(client, image_id, refs[1:])
     else:
-        progress(f"building {content} with the {options.engine} engine")
+        options = _with_jobs(client, options)
+        max_jobs = options.build_args.get("MAX_JOBS")
+        progress(f"building {content} with the {options.engine} engine "
+                 f"(ops: MAX_JOBS={max_jobs or 'ninja default'})")
         labels = {**options.labels, **_labels(manifest, bhash)}
+        if options.target == "runtime" and _reports_ops(lock_dir):
+            # the builder first: what the framework says it compiled labels the image
+            builder_id = engine.build(client, lock_dir, replace(options, target="builder"),
+                                      f"{content}-builder", labels, progress, log)
+            options = replace(options, no_cache=False)  # the builder steps just ran
+            report = read_ops_report(client, builder_id)
+            if report:
+                ops = tuple(report["ops"])
+                labels.update({"io.envgen.ops": " ".join(ops),
+                               "io.envgen.ops-source": report["source"]})
+                progress(f"ops built ({report['source']}): {' '.join(ops)}")
         image_id = engine.build(client, lock_dir, options, content, labels, progress, log)
         _tag(client, image_id, refs[1:])
     if options.push and (not found or found[0] == "local"):
@@ -278,10 +304,58 @@ def _build(client, engine: Engine, lock_dir: Path, options: BuildOptions, manife
             pushed.append(ref)
     size = None
     if not found or found[0] == "local":
-        size = client.images.get(image_id).attrs.get("Size")
+        attrs = client.images.get(image_id).attrs
+        size = attrs.get("Size")
+        ops = ops or tuple(((attrs.get("Config") or {}).get("Labels") or {})
+                           .get("io.envgen.ops", "").split())
     return BuildResult(image_id=image_id, references=tuple(refs), build_hash=bhash,
                        lock_hash=lock_hash, skipped=found[0] if found else None,
-                       pushed=tuple(pushed), seconds=time.monotonic() - started, size=size)
+                       pushed=tuple(pushed), seconds=time.monotonic() - started, size=size,
+                       ops=ops, max_jobs=max_jobs)
+
+
+def _with_jobs(client, options: BuildOptions) -> BuildOptions:
+    """MAX_JOBS (how many compilers the ops build runs at once) defaults to the daemon's CPU
+    count: ninja alone would start cores + 2, and each nvcc can take gigabytes. Not part of the
+    build hash (it does not change what is built)."""
+    if "MAX_JOBS" in options.build_args:
+        return options
+    try:
+        cpus = int(client.info().get("NCPU") or 0)
+    except Exception:  # an old daemon without NCPU: leave ninja its default
+        cpus = 0
+    if cpus <= 0:
+        return options
+    return replace(options, build_args={**options.build_args, "MAX_JOBS": str(cpus)})
+
+
+def _reports_ops(lock_dir: Path) -> bool:
+    """A Dockerfile from envgen 0.x before the ops report has no /opt/envgen/ops.json."""
+    return "ENVGEN_OPS_REPORT=" in (lock_dir / DOCKERFILE).read_text(encoding="utf-8")
+
+
+def read_ops_report(client, image_id: str) -> dict | None:
+    """/opt/envgen/ops.json of an image (check-ops.py writes it in the builder: the ops the
+    framework itself reports it built), read from a created, never started container; None
+    when the image has none."""
+    import io
+    import json
+    import tarfile
+
+    import docker
+
+    container = client.containers.create(image_id, command=["true"])
+    try:
+        stream, _ = container.get_archive(OPS_REPORT)
+        data = b"".join(stream)
+    except docker.errors.NotFound:
+        return None
+    finally:
+        container.remove(force=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        member = next((m for m in tar.getmembers() if m.isfile()), None)
+        handle = tar.extractfile(member) if member else None
+        return json.loads(handle.read()) if handle else None
 
 
 def _tag(client, image_id: str, refs: list[str]) -> None:

@@ -3,8 +3,8 @@ names the result.
 
 The context is the Dockerfile plus image/ (what .dockerignore lets through), as a tar with
 fixed owners and times so the same directory always gives the same bytes. Extra CA
-certificates (``--ca-cert``) are added to the tar only; they never enter the lock directory
-or the build hash.
+certificates (``--ca-cert``) are never part of it: BuildKit gets them as the build secret
+``envgen-ca`` (see images/with-ca.sh), so they enter no layer, no lock file and no build hash.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ from envgen.errors import EnvgenError, UsageError
 
 DOCKERFILE = "Dockerfile"
 HASHED = ("Dockerfile", ".dockerignore", "envgen.lock.json")
-CA_DIR = "image/ca-certificates"
+CA_SECRET = "envgen-ca"  # the BuildKit secret id the Dockerfile mounts
 _CACHE_MOUNT = re.compile(r"^(RUN )((?:--mount=\S+\s*\\?\n?\s*)+)", re.MULTILINE)
+_CCACHE_DIR = re.compile(r"\bCCACHE_DIR=\S+ ")
 
 
 def context_files(lock_dir: Path) -> list[Path]:
@@ -76,15 +77,19 @@ def build_hash(lock_dir: Path, inputs: dict | None = None) -> str:
 
 
 def classic_dockerfile(text: str) -> str:
-    """The Dockerfile for the daemon's classic builder (the docker SDK's): RUN --mount cache
-    options are BuildKit-only, so they go; the steps are otherwise the same, only nothing is
-    cached between builds inside those steps."""
-    return _CACHE_MOUNT.sub(r"\1", text)
+    """The Dockerfile for the daemon's classic builder (the docker SDK's): RUN --mount options
+    (caches, the CA secret) are BuildKit-only, so they go; the steps are otherwise the same,
+    only nothing is cached between builds inside those steps. Without its cache mount ccache
+    would only write its objects into the builder's layer (tens of MB that no later build
+    reads), so CCACHE_DIR goes too and the compiler wrapper runs the compilers directly."""
+    return _CCACHE_DIR.sub("", _CACHE_MOUNT.sub(r"\1", text))
 
 
-def read_ca_certs(paths: tuple[Path, ...]) -> list[tuple[str, bytes]]:
+def read_ca_certs(paths: tuple[Path, ...]) -> bytes:
+    """The PEM certificates of ``paths``, concatenated (the ``envgen-ca`` secret's content);
+    a usage error naming the file that cannot be read or holds no certificate."""
     out = []
-    for i, path in enumerate(paths):
+    for path in paths:
         try:
             data = Path(path).read_bytes()
         except OSError as exc:
@@ -93,8 +98,8 @@ def read_ca_certs(paths: tuple[Path, ...]) -> list[tuple[str, bytes]]:
         if b"-----BEGIN CERTIFICATE-----" not in data:
             raise UsageError(f"--ca-cert {path} holds no PEM certificate",
                              hint="export the CA as PEM (-----BEGIN CERTIFICATE-----)")
-        out.append((f"{CA_DIR}/envgen-extra-{i}.crt", data))
-    return out
+        out.append(data if data.endswith(b"\n") else data + b"\n")
+    return b"".join(out)
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> None:
@@ -105,7 +110,7 @@ def _add(tar: tarfile.TarFile, name: str, data: bytes, mode: int = 0o644) -> Non
     tar.addfile(info, io.BytesIO(data))
 
 
-def context_tar(lock_dir: Path, ca_certs: list[tuple[str, bytes]], classic: bool) -> bytes:
+def context_tar(lock_dir: Path, classic: bool) -> bytes:
     """The context as an uncompressed tar (Dockerfile rewritten for the classic builder if
     ``classic``)."""
     lock_dir = Path(lock_dir)
@@ -117,14 +122,12 @@ def context_tar(lock_dir: Path, ca_certs: list[tuple[str, bytes]], classic: bool
                 data = classic_dockerfile(data.decode("utf-8")).encode("utf-8")
             mode = 0o755 if (lock_dir / rel).stat().st_mode & 0o111 else 0o644
             _add(tar, rel.as_posix(), data, mode)
-        for name, data in ca_certs:
-            _add(tar, name, data)
     return buf.getvalue()
 
 
-def write_context(lock_dir: Path, ca_certs: list[tuple[str, bytes]], dest: Path) -> Path:
+def write_context(lock_dir: Path, dest: Path) -> Path:
     """The same context as a directory (for the docker CLI's BuildKit)."""
-    tar_bytes = context_tar(lock_dir, ca_certs, classic=False)
+    tar_bytes = context_tar(lock_dir, classic=False)
     with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as tar:
         try:
             tar.extractall(dest, filter="data")

@@ -1,8 +1,9 @@
 """Image engines: what turns a lock directory's build context into an image. One small class
 per engine behind the :class:`Engine` protocol, chosen by name in one place (:func:`engine_for`).
 
-- ``sdk``: the docker SDK and the daemon's classic builder (no RUN cache mounts);
-- ``buildkit``: the docker CLI with BuildKit (keeps the ccache / pip cache mounts).
+- ``sdk``: the docker SDK and the daemon's classic builder (no RUN cache mounts, no secrets);
+- ``buildkit``: the docker CLI with BuildKit (keeps the ccache / pip cache mounts; the
+  ``--ca-cert`` certificates as the build secret ``envgen-ca``).
 
 Input: the lock directory, BuildOptions, the reference to tag and the labels. Output: the image
 id, with the step log streamed to ``progress`` (envgen/image/buildlog.py).
@@ -22,7 +23,7 @@ from typing import ClassVar, Protocol
 
 from envgen.errors import EnvironmentProblem, UsageError
 from envgen.image.buildlog import _ANSI, _follow
-from envgen.image.context import context_tar, read_ca_certs, write_context
+from envgen.image.context import CA_SECRET, context_tar, read_ca_certs, write_context
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,10 @@ class BuildkitEngine:
 
 
 ENGINES: dict[str, Engine] = {e.name: e for e in (SdkEngine(), BuildkitEngine())}
+CA_NEEDS_BUILDKIT = ("the classic builder (--engine sdk) has no build secrets, and a certificate "
+                     "copied into the build would stay in a layer of the image: pass --engine "
+                     "buildkit (the docker CLI with BuildKit), or set engine = \"buildkit\" in "
+                     "envgen.toml")
 
 
 def engine_for(name: str) -> Engine:
@@ -78,7 +83,9 @@ def engine_for(name: str) -> Engine:
 def _stream_sdk(client, lock_dir: Path, options: BuildOptions, ref: str,
                 labels: dict[str, str], progress: Callable[[str], None],
                 log: Callable[[str], None] | None) -> str:
-    tar = context_tar(lock_dir, read_ca_certs(options.ca_certs), classic=True)
+    if options.ca_certs:  # plan_build refuses this first; never fall back to a COPY
+        raise UsageError("--ca-cert needs --engine buildkit", hint=CA_NEEDS_BUILDKIT)
+    tar = context_tar(lock_dir, classic=True)
     stream = client.api.build(
         fileobj=io.BytesIO(tar), custom_context=True, tag=ref, labels=labels,
         buildargs=options.build_args or None, target=options.target,
@@ -103,10 +110,15 @@ def _sdk_lines(stream: Iterable[dict]) -> Iterable[tuple[str, str]]:
 def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: dict[str, str],
                      progress: Callable[[str], None], log: Callable[[str], None] | None) -> str:
     with tempfile.TemporaryDirectory(prefix="envgen-context-") as tmp:
-        ctx = write_context(lock_dir, read_ca_certs(options.ca_certs), Path(tmp) / "ctx")
+        ctx = write_context(lock_dir, Path(tmp) / "ctx")
         iid = Path(tmp) / "iid"
         cmd = [options.docker_cli, "build", "--progress=plain", "--target", options.target,
                "--tag", ref, "--iidfile", str(iid)]
+        if options.ca_certs:  # a secret: mounted in the RUN steps that download, in no layer
+            secret = Path(tmp) / "envgen-ca.pem"
+            secret.touch(mode=0o600)
+            secret.write_bytes(read_ca_certs(options.ca_certs))
+            cmd += ["--secret", f"id={CA_SECRET},src={secret}"]
         for k, v in sorted(labels.items()):
             cmd += ["--label", f"{k}={v}"]
         for k, v in sorted(options.build_args.items()):

@@ -29,7 +29,8 @@ FRAMEWORK_LOCK = "image/framework.lock.txt"
 BUILD_LOCK = "image/build.lock.txt"
 IMAGE_LOCK_DIR = "/opt/envgen/lock"  # where the runtime image keeps the lock's files
 CONDA_EXPLICIT = "image/conda-explicit.txt"
-CA_README = "image/ca-certificates/README"
+WITH_CA = "image/with-ca.sh"  # trusts the envgen-ca build secret for one command
+IMAGE_WITH_CA = "/opt/envgen/with-ca.sh"  # where the builder keeps it
 PLACEHOLDER = re.compile(r"@([A-Z_]+)@")
 ARCH = re.compile(r"^sm_(\d+)(\d)([af]?)$")
 
@@ -342,12 +343,11 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         **({BUILD_LOCK: _pip_file("build dependencies of the lock's sdists (installed first, "
                                   "hash-checked; then every sdist builds without isolation)",
                                   inp.pip_options, list(inp.build))} if inp.build else {}),
-        CA_README: "Extra CA certificates (*.crt) for the builder; `envgen build --ca-cert "
-                   "FILE` adds them to the build context here. Never commit a CA.\n",
     }
     tpl = templates_dir()
     files["image/check-ops.py"] = inside.path("check-ops.py").read_text(encoding="utf-8")
     files["image/portable-cc.sh"] = (tpl / "portable-cc.sh").read_text(encoding="utf-8")
+    files[WITH_CA] = (tpl / "with-ca.sh").read_text(encoding="utf-8")
     arch = c.platform.split("-", 1)[1]
     portable = recipes.portable.get(arch)
     if portable is None:
@@ -361,7 +361,7 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
     toolkit_env, setup, prune_names, prune = bt.env, bt.setup, bt.prune_names, bt.prune
     builder_pkgs, cc, cxx = bt.builder_packages, bt.cc, bt.cxx
     ops_files = ["image/framework.lock.txt", "image/check-ops.py"]
-    env = dict(ops.env)
+    env = {**recipes.ops_build_env, **ops.env}
     if ops.gpu_query_shim:  # see envgen/inside/sitecustomize.py
         files["image/sitecustomize.py"] = inside.path("sitecustomize.py").read_text(
             encoding="utf-8")
@@ -377,7 +377,7 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "OPS_ARGS": " ".join(map(shlex.quote, ops.ops)),
         "NVCC": inp.nvcc or "?", "ARCH_LIST": arch_text, "PYTHON": python,
         "MICROMAMBA": recipes.conda.ref, "MICROMAMBA_PATH": recipes.conda.path,
-        "CA_DIR": family.ca_dir, "CA_UPDATE": family.ca_update, "CA_BUNDLE": family.ca_bundle,
+        "CA_BUNDLE": family.ca_bundle, "WITH_CA": f"sh {IMAGE_WITH_CA} ",
         "INSTALL_BUILDER": _apt_sources(inp, recipes)
         + family.install.format(packages=pkgs(builder_pkgs)),
         "INSTALL_RUNTIME": family.install.format(packages=pkgs(runtime)),
@@ -393,7 +393,8 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "LABELS": _labels(inp, base_ref, base, arch_text, name.tag, ops.ops),
         "BASE_LOCKS": " ".join([BASE_LOCK, *([BUILD_LOCK] if inp.build else [])]),
         "BUILD_DEPS": ("/opt/env/bin/python -m pip install --no-deps --require-hashes -r "
-                       "/tmp/envgen/build.lock.txt \\\n && " if inp.build else ""),
+                       f"/tmp/envgen/build.lock.txt \\\n && sh {IMAGE_WITH_CA} "
+                       if inp.build else ""),
         "NO_ISOLATION": "--no-build-isolation " if inp.build else "",
         "LOCK_FILES": " ".join(n for n in (CONDA_EXPLICIT, BASE_LOCK, FRAMEWORK_LOCK, BUILD_LOCK)
                                if n in files),

@@ -2,6 +2,9 @@
 
 Copied from envgen's images/check-ops.py by `envgen make --image`. Standard library only.
 Usage: python check-ops.py CHECK OP [OP ...]   exit 0: every op is there, 1: not.
+           With ENVGEN_OPS_REPORT=FILE it also writes what the framework itself reports it
+           built (DeepSpeed: git_version_info.installed_ops; others: the compiled modules
+           found) to FILE as JSON, for the image's io.envgen.ops label.
        python check-ops.py --import CHECK OP [OP ...]   also load each compiled op into this
            Python (after torch) and print one JSON list of {name, status, message}: what
            `envgen evidence` records for a built image (run inside the runtime image).
@@ -12,6 +15,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import os
 import pathlib
 import sys
 
@@ -63,6 +67,23 @@ def modules(ops: list[str]) -> list[str]:
 
 
 CHECKS = {"deepspeed": deepspeed, "modules": modules}
+
+
+def report(check: str, ops: list[str]) -> dict:
+    """What was built, in the framework's own words: DeepSpeed's setup.py records every op it
+    compiled in git_version_info.installed_ops (more than asked: async_io pulls in
+    pin_memory); the others have no such record, so it is the compiled modules found."""
+    if check == "deepspeed":
+        from deepspeed.git_version_info import installed_ops
+
+        return {"check": check, "source": "deepspeed.git_version_info.installed_ops",
+                "ops": sorted(op for op, built in installed_ops.items() if built)}
+    found = []
+    for op in ops:
+        spec = next((s for s in map(_compiled, op.split("|")) if s is not None), None)
+        if spec is not None:
+            found.append(spec.name)
+    return {"check": check, "source": "compiled extension modules", "ops": found}
 
 # A library only a machine with the NVIDIA driver has: an op linked to it cannot load on a
 # GPU-less builder, which says nothing about the op (DeepSpeed's async_io links -lcuda).
@@ -148,6 +169,13 @@ def main(argv: list[str]) -> int:
     problems = CHECKS[argv[0]](argv[1:])
     for p in problems:
         print(f"error: {p}", file=sys.stderr)
+    out = os.environ.get("ENVGEN_OPS_REPORT")
+    if out and not problems:
+        path = pathlib.Path(out)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        built = report(argv[0], argv[1:])
+        path.write_text(json.dumps(built, indent=1) + "\n", encoding="utf-8")
+        print(f"built, as {built['source']} reports: {' '.join(built['ops'])}")
     return 1 if problems else 0
 
 

@@ -42,7 +42,8 @@ def test_self_contained_definition_is_the_dockerfile_in_apptainer_terms(lock_mat
     post = "\n".join(builder.install)
     # the lock installed hash-checked, the framework built with its ops for the target archs
     assert "-m pip install --no-deps --require-hashes -r /tmp/envgen/base.lock.txt" in post
-    assert "--no-build-isolation --no-cache-dir --require-hashes" in post
+    assert "--no-deps --no-build-isolation --no-cache-dir" in post
+    assert "--require-hashes -r /tmp/envgen/framework.lock.txt" in post
     arch = next(line for line in dockerfile.splitlines()
                 if line.startswith("ARG TORCH_CUDA_ARCH_LIST="))
     assert f"export {arch.removeprefix('ARG ')}" in post
@@ -50,7 +51,8 @@ def test_self_contained_definition_is_the_dockerfile_in_apptainer_terms(lock_mat
     # every file the Dockerfile copies from the context is in %files, across stages by name
     copied = {src for line in builder.files for src in [line.split()[0]]}
     assert {"image/framework.lock.txt", "image/check-ops.py", "image/portable-cc.sh"} <= copied
-    assert runtime.layer_files == {"builder": ["/opt/env /opt/env"]}
+    assert runtime.layer_files == {"builder": ["/opt/env /opt/env",
+                                               "/opt/envgen/ops.json /opt/envgen/ops.json"]}
     # the final image: its labels, environment, the op check as %test, python as runscript
     labels = dict(line.split(" ", 1) for line in runtime.labels)
     assert labels["io.envgen.combination"].startswith(case.split("-")[0])

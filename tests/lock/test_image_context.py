@@ -21,12 +21,14 @@ PEM = b"-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
 @pytest.fixture
 def lock_dir(tmp_path):
     d = tmp_path / "lock"
-    (d / "image" / "ca-certificates").mkdir(parents=True)
-    (d / "Dockerfile").write_text("FROM x\nRUN --mount=type=cache,target=/c \\\n    make\n")
+    (d / "image").mkdir(parents=True)
+    (d / "Dockerfile").write_text("FROM x\nRUN --mount=type=cache,target=/c "
+                                  "--mount=type=secret,id=envgen-ca \\\n"
+                                  "    CC=cc CCACHE_DIR=/c make\n")
     (d / ".dockerignore").write_text("*\n!image/\n")
     (d / "envgen.lock.json").write_text('{"lock_hash": "sha256:1"}\n')
     (d / "image" / "base.lock.txt").write_text("a==1\n")
-    (d / "image" / "ca-certificates" / "README").write_text("certs\n")
+    (d / "image" / "portable-flags").write_text("-march=native -march=x86-64-v3\n")
     (d / "requirements.lock.txt").write_text("a==1\n")
     return d
 
@@ -38,24 +40,37 @@ def _names(tar_bytes: bytes) -> dict[str, bytes]:
 
 def test_context_is_dockerfile_and_image_only(lock_dir):
     assert [p.as_posix() for p in context_files(lock_dir)] == [
-        "Dockerfile", "image/base.lock.txt", "image/ca-certificates/README"]
+        "Dockerfile", "image/base.lock.txt", "image/portable-flags"]
 
 
 def test_context_tar_is_deterministic_and_classic_drops_mounts(lock_dir):
-    a = context_tar(lock_dir, [], classic=True)
-    assert a == context_tar(lock_dir, [], classic=True)
-    assert _names(a)["Dockerfile"] == b"FROM x\nRUN make\n"
-    assert b"--mount" in _names(context_tar(lock_dir, [], classic=False))["Dockerfile"]
+    a = context_tar(lock_dir, classic=True)
+    assert a == context_tar(lock_dir, classic=True)
+    # the cache and secret mounts go, and ccache with its cache
+    assert _names(a)["Dockerfile"] == b"FROM x\nRUN CC=cc make\n"
+    assert b"--mount" in _names(context_tar(lock_dir, classic=False))["Dockerfile"]
 
 
-def test_ca_certs_go_into_the_tar_but_not_the_hash(lock_dir, tmp_path):
+def test_ca_certs_are_a_secret_never_in_the_context_or_the_hash(lock_dir, tmp_path):
     ca = tmp_path / "corp.pem"
     ca.write_bytes(PEM)
+    other = tmp_path / "other.pem"
+    other.write_bytes(PEM.replace(b"MIIB", b"MIIC").rstrip(b"\n"))  # no final newline
     before = build_hash(lock_dir)
-    files = _names(context_tar(lock_dir, read_ca_certs((ca,)), classic=True))
-    assert files["image/ca-certificates/envgen-extra-0.crt"] == PEM
+    assert read_ca_certs((ca, other)) == PEM + PEM.replace(b"MIIB", b"MIIC")
+    assert PEM not in context_tar(lock_dir, classic=True)
     assert build_hash(lock_dir) == before
-    assert not list((lock_dir / "image" / "ca-certificates").glob("*.crt"))
+
+
+def test_ca_cert_with_the_classic_engine_is_refused(tmp_path):
+    from envgen.image.build import plan_build
+    from envgen.image.engines import BuildOptions
+
+    ca = tmp_path / "corp.pem"
+    ca.write_bytes(PEM)
+    with pytest.raises(UsageError, match="--ca-cert needs --engine buildkit") as err:
+        plan_build(tmp_path, BuildOptions(ca_certs=(ca,), engine="sdk"))
+    assert "would stay in a layer" in err.value.hint
 
 
 @pytest.mark.parametrize("name", ["Dockerfile", "envgen.lock.json", "image/base.lock.txt"])

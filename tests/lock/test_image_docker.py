@@ -74,6 +74,13 @@ def test_build_labels_and_runtime(image_lock, built):
     assert labels["io.envgen.build-hash"] == result["build_hash"]
     assert labels["io.envgen.combination"] == image_lock["id"]
     assert labels["io.envgen.cuda-arch-list"] == "9.0+PTX"
+    # what DeepSpeed itself reports it built (pin_memory too), read from the builder stage
+    assert labels["io.envgen.ops"] == ("async_io cpu_adam fused_adam pin_memory "
+                                       "transformer_inference")
+    assert labels["io.envgen.ops-source"] == "deepspeed.git_version_info.installed_ops"
+    assert result["ops"] == labels["io.envgen.ops"].split()
+    cpus = json.loads(docker("info", "--format", "{{json .NCPU}}").stdout)
+    assert result["max_jobs"] == str(cpus)  # the daemon's cores, not ninja's cores + 2
     assert labels["org.opencontainers.image.version"] == manifest["image"]["tag"]
     assert labels["org.opencontainers.image.created"].endswith("+00:00")
     # the human tag points at the same image
@@ -91,6 +98,8 @@ def test_build_labels_and_runtime(image_lock, built):
     assert labels["io.envgen.lock"] == "/opt/envgen/lock"
     lock = docker("run", "--rm", ref, "ls", "/opt/envgen/lock").stdout.split()
     assert lock == ["base.lock.txt", "framework.lock.txt"]
+    report = json.loads(docker("run", "--rm", ref, "cat", "/opt/envgen/ops.json").stdout)
+    assert report["ops"] == result["ops"]
 
 
 def test_rebuild_is_skipped(image_lock, built):
@@ -193,6 +202,50 @@ def test_buildkit_engine(image_lock, built):
     labels = json.loads(docker("image", "inspect", "envgen-test/buildkit:1", "--format",
                                "{{json .Config.Labels}}").stdout)
     assert labels["io.envgen.build-hash"] == result["build_hash"]
+
+
+def _layer_files(ref: str, tmp: Path) -> dict[str, bytes]:
+    """Every file of every layer of ``ref`` (docker save), keyed "<layer>:<path>"."""
+    import tarfile
+
+    archive = tmp / "image.tar"
+    docker("save", "-o", str(archive), ref)
+    out: dict[str, bytes] = {}
+    with tarfile.open(archive) as outer:
+        manifest = json.load(outer.extractfile("manifest.json"))
+        for layer in manifest[0]["Layers"]:
+            with tarfile.open(fileobj=outer.extractfile(layer)) as inner:
+                for m in inner.getmembers():
+                    if m.isfile():
+                        out[f"{layer}:{m.name}"] = inner.extractfile(m).read()
+    archive.unlink()
+    return out
+
+
+def test_ca_cert_is_a_build_secret_in_no_layer_of_any_stage(image_lock, built, tmp_path):
+    """--ca-cert with BuildKit: the certificate is mounted as the envgen-ca secret in the
+    steps that download (with-ca.sh says so in the log) and no layer of the builder or the
+    runtime image holds it; the classic engine refuses it rather than copy it in."""
+    trustme = pytest.importorskip("trustme")
+    ca = trustme.CA()
+    pem = tmp_path / "proxy-ca.pem"
+    ca.cert_pem.write_to_path(str(pem))
+    body = b"".join(ca.cert_pem.bytes().split(b"\n")[1:-2])  # the base64, without the markers
+    refused = build(image_lock["directory"], "--ca-cert", str(pem), "--json")
+    assert refused.returncode == 2
+    assert json.loads(refused.stdout)["error"]["message"] == "--ca-cert needs --engine buildkit"
+    # one cold build: the builder stage first (tagged <content tag>-builder), then the runtime
+    proc = build(image_lock["directory"], "--engine", "buildkit", "--docker-cli", DOCKER,
+                 "--ca-cert", str(pem), "--no-cache", "-v", "--json")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stderr.count("with-ca: trusting the extra CA certificates (envgen-ca) for") >= 2
+    runtime = json.loads(proc.stdout)["references"][0]
+    for target, ref in (("builder", f"{runtime}-builder"), ("runtime", runtime)):
+        files = _layer_files(ref, tmp_path)
+        assert len(files) > 100, target
+        leaked = [name for name, data in files.items() if body[:64] in data]
+        assert not leaked, f"the CA is in {target} layers: {leaked}"
+        assert not [n for n in files if "envgen-ca" in n.rsplit(":", 1)[1]], target
 
 
 def test_build_usage_errors(tmp_path, image_lock):

@@ -87,8 +87,9 @@ def test_sdists_build_against_their_hash_locked_build_dependencies(lock_matrix, 
     files, _ = render_image(replace(inp, build=build), recipes, image, supported_archs=archs)
     text = files["Dockerfile"]
     assert "COPY image/base.lock.txt image/build.lock.txt /tmp/envgen/" in text
-    build_step = ("/opt/env/bin/python -m pip install --no-deps --require-hashes -r "
-                  "/tmp/envgen/build.lock.txt \\\n && /opt/env/bin/python -m pip install "
+    build_step = ("sh /opt/envgen/with-ca.sh /opt/env/bin/python -m pip install --no-deps "
+                  "--require-hashes -r /tmp/envgen/build.lock.txt \\\n && sh "
+                  "/opt/envgen/with-ca.sh /opt/env/bin/python -m pip install "
                   "--no-deps --require-hashes --no-build-isolation -r /tmp/envgen/base.lock.txt")
     assert build_step in text
     assert "--no-build-isolation" in text.split("framework.lock.txt", 2)[1]  # the ops step

@@ -26,7 +26,8 @@ FIXTURE_MATRIX = Path(__file__).parent.parent / "fixtures" / "matrix"
 CP = f"cp{sys.version_info.major}{sys.version_info.minor}"
 MANYLINUX = "manylinux_2_28_x86_64"
 DS_OPS = ("fused_adam", "cpu_adam", "transformer_inference", "async_io")
-INSTALLED = {op: True for op in DS_OPS}
+# as DeepSpeed's setup.py records it: async_io pulls in pin_memory, which nobody asked for
+INSTALLED = {**{op: True for op in DS_OPS}, "pin_memory": True, "cpu_lion": False}
 SOABI = f"cpython-{sys.version_info.major}{sys.version_info.minor}-x86_64-linux-gnu"
 
 

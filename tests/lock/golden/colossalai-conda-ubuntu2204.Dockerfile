@@ -17,13 +17,13 @@ FROM docker.io/library/ubuntu:22.04@sha256:2222222222222222222222222222222222222
 ARG ENVGEN_STAGE=builder
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 ARG DEBIAN_FRONTEND=noninteractive
-# Extra CA certificates for a TLS-intercepting proxy (`envgen build --ca-cert FILE` puts them
-# here, in the builder only); empty otherwise.
-COPY image/ca-certificates/ /usr/local/share/ca-certificates/envgen/
 # OS packages float within the base's release (security fixes); the lock pins the env.
 # hadolint ignore=DL3008,DL3041
-RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates ccache && rm -rf /var/lib/apt/lists/* \
- && update-ca-certificates
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates ccache && rm -rf /var/lib/apt/lists/*
+# Extra CA certificates for a TLS-intercepting proxy come as the BuildKit secret envgen-ca
+# (`envgen build --ca-cert FILE`): image/with-ca.sh trusts them for one command and leaves
+# them in no layer.
+COPY image/with-ca.sh /opt/envgen/with-ca.sh
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
     SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
     REQUESTS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt \
@@ -33,13 +33,13 @@ ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt \
 COPY --from=micromamba /bin/micromamba /usr/local/bin/micromamba
 # The conda part: every package by URL with its md5, exactly the lock's.
 COPY image/conda-explicit.txt /tmp/envgen/
-RUN --mount=type=cache,target=/opt/micromamba/pkgs \
-    micromamba create --yes --prefix /opt/env --file /tmp/envgen/conda-explicit.txt
+RUN --mount=type=cache,target=/opt/micromamba/pkgs --mount=type=secret,id=envgen-ca \
+    sh /opt/envgen/with-ca.sh micromamba create --yes --prefix /opt/env --file /tmp/envgen/conda-explicit.txt
 # Everything in the pip lock but the framework, so a new framework version reuses this layer
 # (after the hash-locked build dependencies of its sdists, when it has any).
 COPY image/base.lock.txt /tmp/envgen/
-RUN --mount=type=cache,target=/root/.cache/pip \
-    /opt/env/bin/python -m pip install --no-deps --require-hashes -r /tmp/envgen/base.lock.txt
+RUN --mount=type=cache,target=/root/.cache/pip --mount=type=secret,id=envgen-ca \
+    sh /opt/envgen/with-ca.sh /opt/env/bin/python -m pip install --no-deps --require-hashes -r /tmp/envgen/base.lock.txt
 ENV CONDA_PREFIX=/opt/env \
     PATH=/opt/env/bin:$PATH \
     CUDA_HOME=/opt/env \
@@ -48,21 +48,24 @@ ENV CONDA_PREFIX=/opt/env \
 
 # Compilers go through envgen's portable wrapper (image/portable-cc.sh): host-tuned flags such
 # as -march=native become the portable target in image/portable-flags, and ccache caches the
-# objects between builds.
+# objects (host and nvcc's) between builds.
 COPY image/portable-cc.sh /opt/envgen/bin/cc
 COPY image/portable-flags /opt/envgen/portable-flags
-RUN chmod 0755 /opt/envgen/bin/cc && ln -s cc /opt/envgen/bin/c++
+RUN chmod 0755 /opt/envgen/bin/cc && ln -s cc /opt/envgen/bin/c++ && ln -s cc /opt/envgen/bin/nvcc
 # The framework, built from the lock against the locked torch, its ops compiled here (no GPU
-# needed) for these GPU architectures.
+# needed) for these GPU architectures, MAX_JOBS compilers at a time (`envgen build` passes the
+# daemon's CPU count; ninja's own default otherwise). The framework's own report of the ops it
+# built goes to /opt/envgen/ops.json (`envgen build` labels the image io.envgen.ops from it).
+# pip --verbose: the log shows each op's compile ("building '…' extension"), when it failed.
 ARG TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX"
 ARG MAX_JOBS
 COPY image/framework.lock.txt image/check-ops.py /tmp/envgen/
-RUN --mount=type=cache,target=/root/.cache/ccache \
-    BUILD_EXT=1 FORCE_CUDA=1 \
+RUN --mount=type=cache,target=/root/.cache/ccache --mount=type=secret,id=envgen-ca \
+    BUILD_EXT=1 FORCE_CUDA=1 PYTORCH_NVCC=/opt/envgen/bin/nvcc TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES=1 \
     ENVGEN_CC=gcc ENVGEN_CXX=g++ CC=/opt/envgen/bin/cc CXX=/opt/envgen/bin/c++ CCACHE_DIR=/root/.cache/ccache \
-    python -m pip install --no-deps --no-build-isolation --no-cache-dir --require-hashes \
-        -r /tmp/envgen/framework.lock.txt \
- && python /tmp/envgen/check-ops.py modules colossalai._C.cpu_adam_x86 colossalai._C.layernorm_cuda colossalai._C.moe_cuda colossalai._C.fused_optim_cuda colossalai._C.inference_ops_cuda colossalai._C.scaled_masked_softmax_cuda colossalai._C.scaled_upper_triangle_masked_softmax_cuda
+    sh /opt/envgen/with-ca.sh python -m pip install --verbose --no-deps --no-build-isolation --no-cache-dir \
+        --require-hashes -r /tmp/envgen/framework.lock.txt \
+ && ENVGEN_OPS_REPORT=/opt/envgen/ops.json python /tmp/envgen/check-ops.py modules colossalai._C.cpu_adam_x86 colossalai._C.layernorm_cuda colossalai._C.moe_cuda colossalai._C.fused_optim_cuda colossalai._C.inference_ops_cuda colossalai._C.scaled_masked_softmax_cuda colossalai._C.scaled_upper_triangle_masked_softmax_cuda
 
 FROM builder AS pruned
 # Only the build needs these conda packages (their files and records go): cuda-nvcc gcc gxx libcublas-dev
@@ -83,6 +86,8 @@ COPY --from=pruned /opt/env /opt/env
 # The lock this env was installed from, for `docker run IMAGE cat /opt/envgen/lock/…`
 # (label io.envgen.lock; its hash: io.envgen.lock-hash).
 COPY image/conda-explicit.txt image/base.lock.txt image/framework.lock.txt /opt/envgen/lock/
+# What the framework reports it compiled (check-ops.py wrote it in the builder).
+COPY --from=builder /opt/envgen/ops.json /opt/envgen/ops.json
 ENV CONDA_PREFIX=/opt/env \
     PATH=/opt/env/bin:$PATH
 LABEL io.envgen.combination="colossalai-0.4.6-torch2.5.1-cu124-py3.12-ubuntu22.04-x86_64" \
