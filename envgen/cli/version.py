@@ -8,13 +8,21 @@ folder the facts are read from: the shipped matrix, or a newer one `envgen matri
 from __future__ import annotations
 
 import os
-from pathlib import Path
+import sys
 
 from envgen import __version__
 
 
 def version_text() -> str:
     """Two lines: ``envgen <version>`` and where the data comes from, dated."""
+    return _usual_case() or _general()
+
+
+def _general() -> str:
+    """version_text() for any setup: the config file and the variables, as a command reads
+    them, through envgen.facts.locate."""
+    from pathlib import Path
+
     from envgen.errors import EnvgenError
 
     try:  # what a command's Context does: the config file, then the environment
@@ -72,3 +80,65 @@ def _env_setting(name: str, flag_value, config, config_path):
     variable = {"matrix-dir": "ENVGEN_MATRIX_DIR", "data-dir": "ENVGEN_DATA"}[name]
     value = os.environ.get(variable, "").strip()
     return (os.path.expanduser(value), variable) if value else (None, None)
+
+
+def _usual_case() -> str | None:
+    """version_text() without pathlib, json, re or platformdirs (each costs a large share of
+    Python's own start-up; `envgen --version` is held to 2x that): no config file or variable
+    names the directories, the matrix is the checkout's or the installed package's, and on
+    Linux the user data dir is platformdirs' rule ($XDG_DATA_HOME or ~/.local/share, a test
+    compares the two). None: anything else, answered by the general path."""
+    if (sys.platform != "linux" or os.environ.get("ENVGEN_MATRIX_DIR", "").strip()
+            or os.environ.get("ENVGEN_DATA", "").strip() or _config_sets_dirs()):
+        return None
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+    checkout = os.path.join(os.path.dirname(package), "matrix")
+    installed = os.path.join(package, "_matrix")
+    if os.path.isdir(os.path.join(checkout, "curated")):
+        matrix, data = checkout, None  # a checkout's matrix is its own data dir
+    elif os.path.isdir(os.path.join(installed, "curated")):
+        matrix, data = installed, _linux_user_data_dir()
+    else:
+        return None
+    shipped = os.path.join(matrix, "harvested")
+    harvested = shipped
+    if data is not None:
+        refreshed = os.path.join(data, "harvested")
+        if all(os.path.isfile(os.path.join(refreshed, f))
+               for f in ("torch.json", "frameworks.json", "cuda.json")):
+            mine, theirs = _date_of(refreshed), _date_of(shipped)
+            if not (theirs and mine and theirs > mine):
+                harvested = refreshed
+    date = _date_of(harvested)
+    if date is None:
+        return None  # unusual file layout: the general path parses it
+    what = "refreshed by `envgen matrix update`" if harvested != shipped else "shipped"
+    return f"envgen {__version__}\ndata snapshot {date} ({what}: {harvested})"
+
+
+def _linux_user_data_dir() -> str:
+    """platformdirs.user_data_dir("envgen", appauthor=False) on Linux, without importing it."""
+    base = os.environ.get("XDG_DATA_HOME", "").strip()
+    if not base:
+        base = os.path.expanduser("~/.local/share")
+    return os.path.join(base, "envgen")
+
+
+def _date_of(harvested: str) -> str | None:
+    """``generated.date`` from the last KiB of harvested/torch.json (as
+    envgen.facts.locate.generated_date, by byte search instead of a regular expression)."""
+    try:
+        with open(os.path.join(harvested, "torch.json"), "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 1024))
+            tail = f.read()
+    except OSError:
+        return None
+    at = tail.rfind(b'"generated"')
+    at = tail.find(b'"date"', at) if at >= 0 else -1
+    start = tail.find(b'"', tail.find(b":", at) + 1) + 1 if at >= 0 else 0
+    value = tail[start:start + 10] if start > 0 else b""
+    if len(value) == 10 and value[4:5] == value[7:8] == b"-" and \
+            (value[:4] + value[5:7] + value[8:]).isdigit():
+        return value.decode()
+    return None
