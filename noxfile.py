@@ -122,13 +122,22 @@ def image(session: nox.Session) -> None:
 def _build_options() -> list[str]:
     """`envgen build` options from the environment (ENVGEN_BUILD_ARGS, ENVGEN_IMAGE_TAGS,
     ENVGEN_IMAGE_LABELS): every session that builds or finds an image passes the same ones,
-    since build args and labels are part of its content hash."""
+    since build args and labels are part of its content hash. With ENVGEN_CA_CERT (a proxy's
+    CA, read by envgen itself) the engine is BuildKit: the CA is a build secret, which the
+    classic engine does not have."""
     out: list[str] = []
     for env, flag in (("ENVGEN_BUILD_ARGS", "--build-arg"), ("ENVGEN_IMAGE_TAGS", "--tag"),
                       ("ENVGEN_IMAGE_LABELS", "--label")):
         for value in os.environ.get(env, "").split():
             out += [flag, value]
-    return out
+    return out + _engine_options()
+
+
+def _engine_options() -> list[str]:
+    if not os.environ.get("ENVGEN_CA_CERT", "").strip():
+        return []
+    return ["--engine", "buildkit", "--docker-cli",
+            "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"]
 
 
 def _combination(session: nox.Session, usage: str) -> tuple[str, list[str]]:
@@ -221,8 +230,8 @@ def evidence(session: nox.Session) -> None:
     (known-bad), not a failed session; a skipped one (an unreachable index) fails it.
     """
     session.install("-e", ".")
-    common = ["--log-dir", "evidence-logs", "--docker-cli",
-              "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"]
+    common = ["--log-dir", "evidence-logs", *(_engine_options() or [
+        "--docker-cli", "/usr/bin/docker" if os.path.exists("/usr/bin/docker") else "docker"])]
     for arg in os.environ.get("ENVGEN_BUILD_ARGS", "").split():
         common += ["--build-arg", arg]
     runs = [session.posargs] if session.posargs else [

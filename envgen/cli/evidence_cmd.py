@@ -13,6 +13,7 @@ from envgen.cli.context import Context
 from envgen.cli.make_cmd import options_from_args
 from envgen.cli.options import add_source_options, check_ca_cert
 from envgen.cli.render import dump_json
+from envgen.errors import UsageError
 from envgen.facts.model import Toolchain
 
 EPILOG = """\
@@ -91,6 +92,11 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if not args.plan:
         for cert in certs:
             check_ca_cert(cert)
+        if certs and args.tier != "T1" and args.engine != "buildkit":
+            from envgen.image.engines import CA_NEEDS_BUILDKIT
+
+            raise UsageError("--ca-cert needs --engine buildkit for the T2 builds",
+                             hint=CA_NEEDS_BUILDKIT)
     results_dir = (validate.path(args.results_dir, "--results-dir", "--results-dir")
                    if args.results_dir else None)
     options = RunOptions(

@@ -217,6 +217,20 @@ def test_unreachable_index_skips_the_cell_unrecorded(evidence_matrix, tmp_path):
 
 
 @pytest.mark.integration
+def test_ca_cert_for_t2_builds_needs_buildkit(evidence_matrix, tmp_path):
+    """A proxy's CA for the builds is a BuildKit secret: with the classic engine the run is
+    refused before anything is locked or recorded (T1 alone locks with it as before)."""
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
+    proc = evidence(evidence_matrix, tmp_path, "http://127.0.0.1:9/simple", "--tier", "T2",
+                    "--ca-cert", str(pem))
+    assert proc.returncode == 2, proc.stderr
+    error = json.loads(proc.stdout)["error"]
+    assert error["message"] == "--ca-cert needs --engine buildkit for the T2 builds"
+    assert "would stay in a layer" in error["fix"]
+    assert not (tmp_path / "results").exists()
+
+
 def test_a_failure_does_not_stop_the_run(evidence_matrix, wheel_index, tmp_path):
     """The venv flavor's T1 cells of two frameworks (megatron-core is not on the index,
     deepspeed is): both are recorded, and the exit code says some failed."""
