@@ -3,7 +3,11 @@
 ``build_image`` names the image by content (the build hash over the Dockerfile and the lock,
 see ``context.build_hash``), skips the build when that image already exists locally or in the
 registry, otherwise builds it with the docker SDK (the daemon's classic builder) or with the
-docker CLI's BuildKit, streaming a compact step log, and pushes on request. A failed build
+docker CLI's BuildKit, streaming a compact step log, and pushes on request. A runtime image is
+built in two steps: the builder stage first (tagged ``<content tag>-builder``), whose
+/opt/envgen/ops.json (the framework's own report of the ops it compiled) gives the label
+``io.envgen.ops``, then the runtime from the same layers. MAX_JOBS defaults to the daemon's
+CPU count. A failed build
 raises ``BuildFailed`` naming the step and carrying the log tail; intermediate containers are
 always removed (``forcerm``).
 """
