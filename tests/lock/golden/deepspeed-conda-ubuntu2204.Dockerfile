@@ -61,7 +61,7 @@ ARG TORCH_CUDA_ARCH_LIST="8.0;9.0;10.0+PTX"
 ARG MAX_JOBS
 COPY image/framework.lock.txt image/check-ops.py /tmp/envgen/
 RUN --mount=type=cache,target=/root/.cache/ccache --mount=type=secret,id=envgen-ca \
-    CCACHE_BASEDIR=/tmp CCACHE_NOHASHDIR=1 DS_ACCELERATOR=cuda DS_BUILD_AIO=1 DS_BUILD_CPU_ADAM=1 DS_BUILD_FUSED_ADAM=1 DS_BUILD_OPS=0 DS_BUILD_TRANSFORMER_INFERENCE=1 DS_ENABLE_NINJA=1 PYTORCH_NVCC=/opt/envgen/bin/nvcc TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES=1 TORCH_NO_COMPILER_WRAPPER=1 \
+    CCACHE_BASEDIR=/tmp CCACHE_DEPEND=1 CCACHE_NOHASHDIR=1 DS_ACCELERATOR=cuda DS_BUILD_AIO=1 DS_BUILD_CPU_ADAM=1 DS_BUILD_FUSED_ADAM=1 DS_BUILD_OPS=0 DS_BUILD_TRANSFORMER_INFERENCE=1 DS_ENABLE_NINJA=1 PYTORCH_NVCC=/opt/envgen/bin/nvcc TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES=1 TORCH_NO_COMPILER_WRAPPER=1 \
     ENVGEN_CC=gcc ENVGEN_CXX=g++ CC=/opt/envgen/bin/cc CXX=/opt/envgen/bin/c++ CCACHE_DIR=/root/.cache/ccache \
     sh /opt/envgen/with-ca.sh python -m pip install --verbose --no-deps --no-build-isolation --no-cache-dir \
         --require-hashes -r /tmp/envgen/framework.lock.txt \
