@@ -17,7 +17,10 @@ TAIL = 40
 _STEP = re.compile(r"^Step (\d+)/(\d+) : (.*)$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _DISK_FULL = re.compile(r"no space left on device", re.IGNORECASE)
-_BK_STEP = re.compile(r"^#\d+ \[(?:[\w.-]+ )?\s*(\d+)/(\d+)\] (.*)$")
+_BK_STEP = re.compile(r"^#(\d+) \[(?:[\w.-]+ )?\s*(\d+)/(\d+)\] (.*)$")
+_BK_CACHED = re.compile(r"^#(\d+) CACHED$")
+_BK_DIGEST = re.compile(r"^#\d+ sha256:[0-9a-f]{64}$")  # said of a step before CACHED
+_BK_LINE = re.compile(r"^#(\d+) ")
 
 
 class BuildFailed(EnvgenError):
@@ -41,6 +44,10 @@ def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None],
     tail: deque[str] = deque(maxlen=TAIL)
     step, started, image_id = "", time.monotonic(), ""
     step_started = last_said = started
+    # BuildKit names every step, cached or not, then says "#N CACHED": a step is shown at its
+    # first other line, so the cached ones are only counted
+    pending: dict[str, tuple[str, str, str, float]] = {}
+    cached = 0
     for kind, text in lines:
         if kind == "id":
             image_id = text
@@ -59,13 +66,28 @@ def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None],
                 hint="the log tail above shows why; fix the cause (network? --ca-cert? "
                 "--network host for a loopback index?) and run envgen build again")
         tail.append(text)
-        m = _STEP.match(text) or _BK_STEP.match(text)
-        if m and text != step:
+        shown = None  # (number, total, instruction, when it started) of a step to show now
+        m = _STEP.match(text)
+        if m:
+            shown = (*m.groups(), time.monotonic())
+        bk = _BK_STEP.match(text)
+        if bk:
+            pending[bk.group(1)] = (*bk.groups()[1:], time.monotonic())
+            continue
+        hit = _BK_CACHED.match(text)
+        if hit and hit.group(1) in pending:
+            del pending[hit.group(1)]
+            cached += 1
+            continue
+        own = _BK_LINE.match(text)
+        if own and own.group(1) in pending and not _BK_DIGEST.match(text):
+            shown = pending.pop(own.group(1))
+        if shown:
+            number, total, instruction, opened = shown
             now = time.monotonic()
             if step:
                 progress(f"  done in {now - step_started:.1f} s")
-            number, total, instruction = m.groups()
-            step, step_started = f"step {number}/{total} ({_clip(instruction)})", now
+            step, step_started = f"step {number}/{total} ({_clip(instruction)})", opened
             progress(f"[{int(number):>2}/{total}] {_clip(instruction, 100)}")
             count(progress, "build steps", int(number) - 1, int(total))
             last_said = now
@@ -76,6 +98,8 @@ def _follow(lines: Iterable[tuple[str, str]], progress: Callable[[str], None],
             image_id = image_id or text.split()[-1]
     if step:
         progress(f"  done in {time.monotonic() - step_started:.1f} s")
+    if cached:
+        progress(f"  ({cached} step{'s' if cached != 1 else ''} cached)")
     if not image_id:
         raise BuildFailed("the build ended without an image", step=step, tail=list(tail),
                           hint="run envgen build -v to see the whole log")

@@ -167,3 +167,19 @@ def test_build_args_and_labels_are_in_the_build_hash_but_not_max_jobs_or_proxies
     assert archs != plain
     assert build_hash(lock_dir, build_inputs({"TORCH_CUDA_ARCH_LIST": "9.0"})) != archs
     assert build_hash(lock_dir, build_inputs(labels={"io.envgen.table-row": "u"})) != plain
+
+
+def test_follow_shows_buildkit_steps_that_run_and_counts_the_cached_ones():
+    """BuildKit names every step, cached or not (in any order), then "#N CACHED": only the
+    steps that run are shown, each timed from its header; the cached ones are counted."""
+    said = []
+    log = ["#4 [builder 1/3] FROM docker.io/local/debian:bookworm", "#4 DONE 0.0s",
+           "#6 [builder 3/3] RUN make", "#5 [builder 2/3] COPY a /a",
+           "#5 sha256:" + "c9" * 32, "#5 CACHED",
+           "#6 0.512 compiling", "#6 DONE 3.1s", "#7 [runtime 2/2] COPY --from=builder /a /a",
+           "#7 CACHED"]
+    lines = [("log", line) for line in log] + [("id", "sha256:feed")]
+    assert _follow(iter(lines), said.append) == "sha256:feed"
+    steps = [line for line in said if line.startswith("[")]
+    assert steps == ["[ 1/3] FROM docker.io/local/debian:bookworm", "[ 3/3] RUN make"]
+    assert said[-1] == "  (2 steps cached)"
