@@ -37,7 +37,9 @@ def tests(session: nox.Session) -> None:
     """
     _require_supported_python(session)
     session.install("-e", ".[test]")
-    session.run("pytest", *(session.posargs or ["-m", "not network and not cuda_toolchain"]))
+    # the 25 slowest tests are listed at the end: CI keeps its run under 30 minutes by them
+    session.run("pytest", *(session.posargs or ["-m", "not network and not cuda_toolchain",
+                                                "--durations=25"]))
 
 
 @nox.session(python=PYTHON)
