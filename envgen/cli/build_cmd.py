@@ -33,8 +33,11 @@ The image is labelled io.envgen.ops with what the framework itself reports it bu
 from the builder stage, which is built first and tagged <content tag>-builder).
 
 Engines: sdk (default) talks to the daemon through the docker SDK, whose classic builder has
-no RUN cache mounts (envgen drops them; the steps are the same, ccache just starts cold) and
-no build secrets; buildkit runs `docker build` with BuildKit and keeps them. --ca-cert needs
+no RUN cache mounts and no build secrets; buildkit runs `docker build` with BuildKit and keeps
+them. ccache carries the ops' objects between builds with both: BuildKit in its cache mount;
+the classic builder in a store envgen serves on the Docker bridge's gateway for the build
+(~/.cache/envgen/ccache; port 47311, env ENVGEN_CCACHE_PORT; at most 5 GB, env
+ENVGEN_CCACHE_MAX_GB; --no-ccache turns it off), so no layer holds its objects. --ca-cert needs
 buildkit: the certificates are the build secret envgen-ca, mounted only in the steps that
 download, so no layer of any stage holds them.
 
@@ -85,6 +88,9 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                    "hash, build nothing (no Docker needed)")
     p.add_argument("--no-cache", action="store_true",
                    help="rebuild every step (no layer cache; implies --force)")
+    p.add_argument("--no-ccache", action="store_true",
+                   help="engine sdk: compile the ops without envgen's ccache store (BuildKit "
+                   "keeps its cache mount either way)")
     p.set_defaults(func=run)
 
 
@@ -142,7 +148,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         network=validate.name(args.network, "--network", "--network") if args.network else None,
         build_args=parse_build_args(args.build_arg), target=args.target, force=args.force,
         no_cache=args.no_cache, docker_cli=ctx.setting(args, "docker-cli") or "docker",
-        labels=parse_labels(args.label))
+        labels=parse_labels(args.label), ccache=not args.no_ccache)
     if args.dry_run:
         return _dry_run(BuildRequest(lock_dir=lock_dir, options=options), ctx)
     result = build(BuildRequest(lock_dir=lock_dir, options=options), progress=ctx.progress,
@@ -157,6 +163,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     if result.ops:
         print(f"  ops built: {' '.join(result.ops)}"
               + (f" (MAX_JOBS={result.max_jobs})" if result.max_jobs else ""), file=ctx.out)
+    if result.ccache and "hits" in result.ccache:
+        c = result.ccache
+        print(f"  ccache: {c['hits']} hits, {c['misses']} misses, {c['stored']} stored "
+              f"({c['directory']})", file=ctx.out)
     for ref in result.references[1:]:
         print(f"  also tagged {ref}", file=ctx.out)
     for ref in result.pushed:

@@ -51,13 +51,14 @@ class BuildResult:
     size: int | None  # bytes, local images only
     ops: tuple[str, ...] = ()  # what the framework reports it compiled (io.envgen.ops)
     max_jobs: str | None = None  # the MAX_JOBS the ops compiled with (None: skipped)
+    ccache: dict | None = None  # the classic engine's carried ccache (envgen/image/ccache_store)
 
     def to_dict(self) -> dict:
         return {"image_id": self.image_id, "references": list(self.references),
                 "build_hash": self.build_hash, "lock_hash": self.lock_hash,
                 "skipped": self.skipped, "pushed": list(self.pushed),
                 "seconds": round(self.seconds, 3), "size": self.size, "ops": list(self.ops),
-                "max_jobs": self.max_jobs}
+                "max_jobs": self.max_jobs, "ccache": self.ccache}
 
 
 def docker_client():
@@ -277,6 +278,7 @@ def _build(client, engine: Engine, lock_dir: Path, options: BuildOptions, manife
     pushed: list[str] = []
     ops: tuple[str, ...] = ()
     max_jobs = None
+    ccache = None
     if found:
         where, image_id = found
         progress(f"{content} is already built ({where}); skipping the build")
@@ -288,18 +290,20 @@ def _build(client, engine: Engine, lock_dir: Path, options: BuildOptions, manife
         progress(f"building {content} with the {options.engine} engine "
                  f"(ops: MAX_JOBS={max_jobs or 'ninja default'})")
         labels = {**options.labels, **_labels(manifest, bhash)}
-        if options.target == "runtime" and _reports_ops(lock_dir):
-            # the builder first: what the framework says it compiled labels the image
-            builder_id = engine.build(client, lock_dir, replace(options, target="builder"),
-                                      f"{content}-builder", labels, progress, log)
-            options = replace(options, no_cache=False)  # the builder steps just ran
-            report = read_ops_report(client, builder_id)
-            if report:
-                ops = tuple(report["ops"])
-                labels.update({"io.envgen.ops": " ".join(ops),
-                               "io.envgen.ops-source": report["source"]})
-                progress(f"ops built ({report['source']}): {' '.join(ops)}")
-        image_id = engine.build(client, lock_dir, options, content, labels, progress, log)
+        with _carried_ccache(client, lock_dir, options, progress) as (options, store):
+            if options.target == "runtime" and _reports_ops(lock_dir):
+                # the builder first: what the framework says it compiled labels the image
+                builder_id = engine.build(client, lock_dir, replace(options, target="builder"),
+                                          f"{content}-builder", labels, progress, log)
+                options = replace(options, no_cache=False)  # the builder steps just ran
+                report = read_ops_report(client, builder_id)
+                if report:
+                    ops = tuple(report["ops"])
+                    labels.update({"io.envgen.ops": " ".join(ops),
+                                   "io.envgen.ops-source": report["source"]})
+                    progress(f"ops built ({report['source']}): {' '.join(ops)}")
+            image_id = engine.build(client, lock_dir, options, content, labels, progress, log)
+        ccache = store.summary() if store else None
         _tag(client, image_id, refs[1:])
     if options.push and (not found or found[0] == "local"):
         for ref in refs:  # the content tag, the combination's tag, the moving aliases
@@ -315,7 +319,7 @@ def _build(client, engine: Engine, lock_dir: Path, options: BuildOptions, manife
     return BuildResult(image_id=image_id, references=tuple(refs), build_hash=bhash,
                        lock_hash=lock_hash, skipped=found[0] if found else None,
                        pushed=tuple(pushed), seconds=time.monotonic() - started, size=size,
-                       ops=ops, max_jobs=max_jobs)
+                       ops=ops, max_jobs=max_jobs, ccache=ccache)
 
 
 def _with_jobs(client, options: BuildOptions) -> BuildOptions:
@@ -331,6 +335,40 @@ def _with_jobs(client, options: BuildOptions) -> BuildOptions:
     if cpus <= 0:
         return options
     return replace(options, build_args={**options.build_args, "MAX_JOBS": str(cpus)})
+
+
+@contextlib.contextmanager
+def _carried_ccache(client, lock_dir: Path, options: BuildOptions,
+                    progress: Callable[[str], None]) -> Iterator[tuple[BuildOptions, object]]:
+    """The classic engine's ops step gets its ccache from a store envgen serves for the
+    build (envgen/image/ccache_store.py); BuildKit has its cache mount, and a Dockerfile from
+    before this, or ``--no-ccache``, gets nothing. Yields (options, the store or None)."""
+    from envgen.image import ccache_store
+
+    text = (lock_dir / DOCKERFILE).read_text(encoding="utf-8")
+    if (options.engine != "sdk" or not options.ccache or "CCACHE_DIR=" not in text
+            or f"ARG {ccache_store.BUILD_ARG}" not in text):
+        yield options, None
+        return
+    address = ccache_store.gateway(client, options.network)
+    if address is None:
+        progress("ccache: no bridge gateway on this daemon; the ops compile without it "
+                 "(--engine buildkit keeps a cache mount)")
+        yield options, None
+        return
+    with ccache_store.serving(address) as store:
+        if isinstance(store, str):
+            progress(f"ccache: {store}")
+            yield options, None
+            return
+        progress(f"ccache: objects in {store.root} (served on {address} for this build"
+                 f"{', shared with a running envgen build' if store.shared else ''})")
+        yield replace(options, build_args={**options.build_args, **store.build_args},
+                      extra_hosts={**options.extra_hosts, **store.extra_hosts}), store
+        counts = store.counts
+        if counts is not None:
+            progress(f"ccache: {counts.hits} hits, {counts.misses} misses, "
+                     f"{counts.stored} objects stored")
 
 
 def _reports_ops(lock_dir: Path) -> bool:

@@ -40,9 +40,9 @@ def context_files(lock_dir: Path) -> list[Path]:
 
 
 # build args that change how fast or through what an image is built, never what it holds
-NOT_HASHED_ARGS = frozenset({"MAX_JOBS", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY",
-                             "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy",
-                             "ftp_proxy", "all_proxy"})
+NOT_HASHED_ARGS = frozenset({"MAX_JOBS", "ENVGEN_CCACHE", "HTTP_PROXY", "HTTPS_PROXY",
+                             "NO_PROXY", "FTP_PROXY", "ALL_PROXY", "http_proxy", "https_proxy",
+                             "no_proxy", "ftp_proxy", "all_proxy"})
 
 
 def build_inputs(build_args: dict[str, str] | None = None,
@@ -78,11 +78,18 @@ def build_hash(lock_dir: Path, inputs: dict | None = None) -> str:
 
 def classic_dockerfile(text: str) -> str:
     """The Dockerfile for the daemon's classic builder (the docker SDK's): RUN --mount options
-    (caches, the CA secret) are BuildKit-only, so they go; the steps are otherwise the same,
-    only nothing is cached between builds inside those steps. Without its cache mount ccache
-    would only write its objects into the builder's layer (tens of MB that no later build
-    reads), so CCACHE_DIR goes too and the compiler wrapper runs the compilers directly."""
-    return _CCACHE_DIR.sub("", _CACHE_MOUNT.sub(r"\1", text))
+    (caches, the CA secret) are BuildKit-only, so they go; the steps are otherwise the same.
+    Without its cache mount ccache would write its objects into the builder's layer, where no
+    later build reads them; so it keeps them only in the remote store `envgen build` serves
+    for the build (the build arg ENVGEN_CCACHE, envgen/image/ccache_store.py), writing no
+    objects and no stats locally, and without that arg the compiler wrapper runs the
+    compilers directly."""
+    return _CCACHE_DIR.sub(lambda _m: CLASSIC_CCACHE, _CACHE_MOUNT.sub(r"\1", text))
+
+
+CLASSIC_CCACHE = ("CCACHE_DIR=${ENVGEN_CCACHE:+/tmp/envgen-ccache} "
+                   "CCACHE_REMOTE_STORAGE=${ENVGEN_CCACHE:-} CCACHE_REMOTE_ONLY=true "
+                   "CCACHE_NOSTATS=true ")
 
 
 def read_ca_certs(paths: tuple[Path, ...]) -> bytes:

@@ -40,6 +40,8 @@ class BuildOptions:
     no_cache: bool = False  # do not reuse the daemon's layer cache (a cold build)
     docker_cli: str = "docker"
     labels: dict[str, str] = field(default_factory=dict)  # extra OCI labels (--label)
+    ccache: bool = True  # the classic engine's ops step uses envgen's ccache store
+    extra_hosts: dict[str, str] = field(default_factory=dict)  # name → address in RUN steps
 
 
 class Engine(Protocol):
@@ -90,7 +92,7 @@ def _stream_sdk(client, lock_dir: Path, options: BuildOptions, ref: str,
         fileobj=io.BytesIO(tar), custom_context=True, tag=ref, labels=labels,
         buildargs=options.build_args or None, target=options.target,
         network_mode=options.network, forcerm=True, rm=True, decode=True, pull=False,
-        nocache=options.no_cache)
+        nocache=options.no_cache, extra_hosts=options.extra_hosts or None)
     return _follow(_sdk_lines(stream), progress, log)
 
 
@@ -125,6 +127,8 @@ def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: di
             cmd += ["--build-arg", f"{k}={v}"]
         if options.network:
             cmd += ["--network", options.network]
+        for name, address in sorted(options.extra_hosts.items()):
+            cmd += ["--add-host", f"{name}:{address}"]
         if options.no_cache:
             cmd.append("--no-cache")
         cmd.append(str(ctx))

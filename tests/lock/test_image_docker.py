@@ -102,6 +102,37 @@ def test_build_labels_and_runtime(image_lock, built):
     assert report["ops"] == result["ops"]
 
 
+def test_classic_builds_carry_ccache_in_a_store_not_a_layer(built, tmp_path):
+    """The classic engine's ops step reaches envgen's ccache store through the bridge: the
+    build served one (its counts are in the result), and the builder image's own wrapper and
+    ccache, run with the Dockerfile's classic ccache settings against a store on the gateway,
+    miss then hit, and write no object locally (what would land in the layer)."""
+    from envgen.image import ccache_store
+    from envgen.image.context import CLASSIC_CCACHE
+
+    result, proc = built
+    assert "ccache: objects in" in proc.stderr and "hits," in proc.stderr
+    assert set(result["ccache"]) >= {"hits", "misses", "stored", "directory"}
+    gateway = docker("network", "inspect", "bridge", "--format",
+                     "{{(index .IPAM.Config 0).Gateway}}").stdout.strip()
+    import socket
+
+    with socket.socket() as s:
+        s.bind((gateway, 0))
+        port = s.getsockname()[1]
+    script = ("printf 'int op(int x) { return 7 * x; }\\n' > /tmp/op.c && for n in 1 2; do "
+              f"ENVGEN_CC=gcc-12 {CLASSIC_CCACHE}/opt/envgen/bin/cc -c /tmp/op.c -o /tmp/op$n.o"
+              "; done && cmp /tmp/op1.o /tmp/op2.o && find /tmp/envgen-ccache -type f -size +0")
+    with ccache_store.serving(gateway, tmp_path / "ccache", port) as store:
+        assert not isinstance(store, str), store
+        run = docker("run", "--rm", "--add-host", f"envgen-ccache:{gateway}", "-e",
+                     f"ENVGEN_CCACHE={store.url}", f"{result['references'][0]}-builder",
+                     "sh", "-c", script, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout == ""  # no ccache object or stats file in the container
+    assert (store.counts.misses, store.counts.stored) >= (1, 1) and store.counts.hits >= 1
+
+
 def test_rebuild_is_skipped(image_lock, built):
     result, _ = built
     proc = build(image_lock["directory"], "--json")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bring up what envgen's Docker integration tests build against, idempotently:
-#   1. Debian's docker.io, containerd, runc, debootstrap and docker-registry (apt, if missing)
+#   1. Debian's docker.io, containerd, runc, debootstrap, docker-registry and ccache (the
+#      client of the classic engine's ccache store test) (apt, if missing)
 #   2. dockerd on unix:///var/run/docker.sock (started in the background if not answering)
 #   3. local/debian:bookworm, a minbase debootstrap imported as an image (Docker Hub is not
 #      reachable from CI or the dev machines, so tests build FROM this); ENVGEN_TEST_BASE=
@@ -18,7 +19,7 @@ log() { printf 'docker-up: %s\n' "$*" >&2; }
 
 bash "$(dirname "$0")/apt-need.sh" docker-up /usr/bin/docker:docker.io \
     /usr/bin/containerd:containerd /usr/sbin/runc:runc /usr/sbin/debootstrap:debootstrap \
-    /usr/bin/docker-registry:docker-registry
+    /usr/bin/docker-registry:docker-registry /usr/bin/ccache:ccache
 
 mkdir -p "$STATE"
 if ! $DOCKER version >/dev/null 2>&1; then

@@ -59,6 +59,8 @@ RUN chmod 0755 /opt/envgen/bin/cc && ln -s cc /opt/envgen/bin/c++ && ln -s cc /o
 # pip --verbose: the log shows each op's compile ("building '…' extension"), when it failed.
 ARG TORCH_CUDA_ARCH_LIST="9.0+PTX"
 ARG MAX_JOBS
+# the classic engine's ccache: a store `envgen build` serves for the build (BuildKit: the mount)
+ARG ENVGEN_CCACHE
 COPY image/framework.lock.txt image/check-ops.py /tmp/envgen/
 RUN --mount=type=cache,target=/root/.cache/ccache --mount=type=secret,id=envgen-ca \
     CCACHE_BASEDIR=/tmp CCACHE_DEPEND=1 CCACHE_NOHASHDIR=1 PYTORCH_NVCC=/opt/envgen/bin/nvcc TORCH_EXTENSION_SKIP_NVCC_GEN_DEPENDENCIES=1 TORCH_NO_COMPILER_WRAPPER=1 \
