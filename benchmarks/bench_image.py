@@ -1,6 +1,7 @@
 """Image build benchmark: cold build, warm rebuild (ccache), no-op rebuild, the ops step with 1
 vs 2 (…) compile jobs and each op's compile time, and the runtime / builder / env sizes, for
-one combination, with the BuildKit engine (its ccache mount is what a warm rebuild reuses).
+one combination, with the BuildKit engine (its ccache mount is what a warm rebuild reuses) or,
+with `--engine sdk`, the daemon's classic builder (envgen's ccache store is what it reuses).
 Needs dockerd, the docker CLI and the network (PyPI and the OS mirror).
 
     python benchmarks/bench_image.py \\
@@ -19,7 +20,10 @@ the build secret). What each row is:
 - serial (--serial): the same, with the recipe of before parallel op builds (DeepSpeed
   without DS_ENABLE_NINJA: one compiler at a time, whatever MAX_JOBS says);
 - no-op: `envgen build` again: the content tag is found, nothing is built.
-Each op's time is read from BuildKit's timestamps on setuptools' "building '…' extension" lines.
+Each op's time is read from BuildKit's timestamps on setuptools' "building '…' extension" lines
+(the classic builder's log has none: with --engine sdk only the ops step's time is shown, from
+envgen's own step log). With --engine sdk "ccache empty" means the store's directory emptied;
+--ca-cert needs BuildKit, so behind a TLS proxy give --engine sdk a base that trusts its CA.
 Targets (README "Benchmarks"): ops step with 2 jobs ≤ 0.55× serial; warm ≤ 10% of cold.
 """
 
@@ -64,6 +68,8 @@ def envgen(*args: str) -> tuple[dict, list[str]]:
 
 def ops_step(lines: list[str]) -> dict:
     """The ops step's duration and each op's compile time, from BuildKit's plain log."""
+    if ENGINE == "sdk":
+        return ops_step_classic(lines)
     step = None  # the vertex whose output compiles the ops
     for line in lines:
         m = _LINE.search(line)
@@ -103,7 +109,29 @@ def cache_mounts(target: str) -> list[str]:
             and f"cached mount {target} " in (c.get("Description") or "")]
 
 
+ENGINE = "buildkit"
+_COMPACT_STEP = re.compile(r"^\[\s*\d+/\d+\] RUN .*(pip install --verbose|DS_ACCELERATOR)")
+_COMPACT_DONE = re.compile(r"^  done in (\d+\.\d+) s")
+
+
+def ops_step_classic(lines: list[str]) -> dict:
+    """The ops step's duration from envgen's compact step log (the classic builder's own
+    log has no timestamps): the first ops RUN step that ran, to its "done in"."""
+    in_step = False
+    for line in lines:
+        if _COMPACT_STEP.match(line):
+            in_step = True
+        elif in_step and (m := _COMPACT_DONE.match(line)):
+            return {"seconds": float(m.group(1)), "per_op": {}}
+    return {}
+
+
 def empty_ccache() -> None:
+    if ENGINE == "sdk":
+        from envgen.image.ccache_store import cache_dir
+
+        shutil.rmtree(cache_dir() / "objects", ignore_errors=True)
+        return
     for cache_id in cache_mounts("/root/.cache/ccache"):
         subprocess.run([DOCKER, "builder", "prune", "-f", "--filter", f"id={cache_id}"],
                        capture_output=True, check=True)
@@ -139,7 +167,7 @@ def env_size(ref: str) -> int:
 
 
 def main() -> int:
-    global DOCKER, LOGS
+    global DOCKER, LOGS, ENGINE
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--combination", required=True)
     p.add_argument("--jobs", action="append", type=int, default=[],
@@ -152,11 +180,13 @@ def main() -> int:
     p.add_argument("--log-dir", type=Path, help="keep every command's log here")
     p.add_argument("--docker-cli", default=DOCKER,
                    help="the docker CLI whose `docker build` is BuildKit (default: docker)")
+    p.add_argument("--engine", choices=("buildkit", "sdk"), default="buildkit",
+                   help="sdk: the classic builder, with envgen's ccache store")
     p.add_argument("make_args", nargs="*")
     args = p.parse_args()
-    DOCKER, LOGS = args.docker_cli, args.log_dir
+    DOCKER, LOGS, ENGINE = args.docker_cli, args.log_dir, args.engine
     jobs = args.jobs or [2, 1]
-    common = ["--engine", "buildkit", "--docker-cli", DOCKER]
+    common = ["--engine", ENGINE] + (["--docker-cli", DOCKER] if ENGINE == "buildkit" else [])
     common += [x for b in args.build_arg for x in ("--build-arg", b)]
     common += [x for c in args.ca_cert for x in ("--ca-cert", c)]
     rows: list[tuple[str, float, dict]] = []
@@ -211,6 +241,11 @@ def main() -> int:
     if cold_s and warm_s:
         print(f"ops step warm / cold: {warm_s / cold_s:.0%} (target ≤ 10%); whole build "
               f"{rows[1][1]:.1f} s / {rows[0][1]:.1f} s = {rows[1][1] / rows[0][1]:.0%}")
+    for label, result in (("cold", cold), ("warm", warm)):
+        c = result.get("ccache") or {}
+        if "hits" in c:
+            print(f"ccache store, {label}: {c['hits']} hits, {c['misses']} misses, "
+                  f"{c['stored']} stored")
     print(f"sizes: runtime {sizes['runtime'] / 1e9:.2f} GB, builder {sizes['builder'] / 1e9:.2f} "
           f"GB, the locked env (/opt/env) {sizes['env'] / 1e9:.2f} GB")
     return 0
