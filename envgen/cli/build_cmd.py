@@ -89,8 +89,9 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--no-cache", action="store_true",
                    help="rebuild every step (no layer cache; implies --force)")
     p.add_argument("--no-ccache", action="store_true",
-                   help="engine sdk: compile the ops without envgen's ccache store (BuildKit "
-                   "keeps its cache mount either way)")
+                   help="engine sdk: compile the ops without envgen's ccache store (the ops "
+                   "step's layer cache then misses once; BuildKit keeps its cache mount either "
+                   "way)")
     p.set_defaults(func=run)
 
 
