@@ -328,7 +328,7 @@ def preflight(job: Job, options: Options, catalog, facts_db=None, *, doctor_cata
 
 
 def _launcher_problems(job: Job) -> list[tuple[str, dict]]:
-    from envgen.preflight.nodes import launcher_problems
+    from envgen.preflight.launcher_vars import launcher_problems
 
     return launcher_problems(job)
 

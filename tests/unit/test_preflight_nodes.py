@@ -8,13 +8,13 @@ import socket
 import pytest
 
 from envgen.errors import UsageError
+from envgen.preflight.launcher_vars import launcher_problems
 from envgen.preflight.nodes import (
     DEFAULT_MASTER_PORT,
     Job,
     Node,
     expand_nodelist,
     job_from,
-    launcher_problems,
     parse_hostfile,
     parse_hosts,
     read_hostfile,
