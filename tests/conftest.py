@@ -8,6 +8,10 @@ import socket
 import subprocess
 from pathlib import Path
 
+# conda-lock's poetry-core puts its _vendor folder first on sys.path, with an older
+# fastjsonschema; tests that import conda-lock in this process must not make envgen's schema
+# checks (which import fastjsonschema lazily) pick that copy up (envgen/lock/conda_lock_hash.py)
+import fastjsonschema  # noqa: F401
 import pytest
 
 # the stand-ins: local conda channel, wheel index, lock matrix (support.lock_env) and a PyPI

@@ -23,6 +23,10 @@ from pathlib import Path
 
 
 def content_hash(environment_yml: str, virtual_packages_yml: str, platform: str) -> str:
+    # conda-lock's poetry-core puts its _vendor folder first on sys.path, which holds an older
+    # fastjsonschema (2.21.1: an enum of [1] accepts True); envgen's schema checks must keep
+    # the installed one, so it is imported first
+    import fastjsonschema  # noqa: F401
     from conda_lock.content_hash import compute_content_hashes
     from conda_lock.src_parser import make_lock_spec
     from conda_lock.virtual_package import virtual_package_repo_from_specification

@@ -100,3 +100,32 @@ def test_the_cache_keeps_only_the_newest(cache_dir, monkeypatch):
     for n in range(3):
         Validator({**SCHEMA, "title": f"version {n}"})
     assert len(list(cache_dir.glob("*.marshal"))) == 2
+
+
+def test_conda_locks_vendored_fastjsonschema_does_not_replace_the_installed_one(tmp_path):
+    """conda-lock's poetry-core puts an older fastjsonschema first on sys.path (its enum of
+    [1] accepts True): after envgen's conda-lock hash, a schema check still refuses a bool
+    where the schema wants the number 1. A fresh interpreter: this process imported it long
+    ago."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        from envgen.lock.conda_lock_hash import content_hash
+        from envgen.schemas.check import check
+        print(content_hash("channels: [conda-forge]\\ndependencies: [python=3.11]\\n",
+                           "subdirs:\\n  linux-64:\\n    packages:\\n      __glibc: '2.17'\\n",
+                           "linux-64")[:8])
+        import fastjsonschema
+        print("vendored" if "_vendor" in fastjsonschema.__file__ else "installed")
+        doc = {"schema": True, "builds": [],
+               "generated": {"command": "x", "date": "2026-11-01", "envgen": "0.1.0"}}
+        print([e.path for e in check(doc, "harvested-torch")])
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    _, which, errors = proc.stdout.splitlines()
+    assert which == "installed"
+    assert errors == "[('schema',)]"
