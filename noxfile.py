@@ -38,8 +38,8 @@ def tests(session: nox.Session) -> None:
     _require_supported_python(session)
     session.install("-e", ".[test]")
     # the 25 slowest tests are listed at the end: CI keeps its run under 30 minutes by them
-    session.run("pytest", *(session.posargs or ["-m", "not network and not cuda_toolchain and not op_compile",
-                                                "--durations=25"]))
+    default = ["-m", "not network and not cuda_toolchain and not op_compile", "--durations=25"]
+    session.run("pytest", *(session.posargs or default))
 
 
 @nox.session(python=PYTHON)

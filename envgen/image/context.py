@@ -88,8 +88,8 @@ def classic_dockerfile(text: str) -> str:
 
 
 CLASSIC_CCACHE = ("CCACHE_DIR=${ENVGEN_CCACHE:+/tmp/envgen-ccache} "
-                   "CCACHE_REMOTE_STORAGE=${ENVGEN_CCACHE:-} CCACHE_REMOTE_ONLY=true "
-                   "CCACHE_NOSTATS=true ")
+                  "CCACHE_REMOTE_STORAGE=${ENVGEN_CCACHE:-} CCACHE_REMOTE_ONLY=true "
+                  "CCACHE_NOSTATS=true ")
 
 
 def read_ca_certs(paths: tuple[Path, ...]) -> bytes:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 from pathlib import Path
 
@@ -115,8 +116,6 @@ def test_classic_builds_carry_ccache_in_a_store_not_a_layer(built, tmp_path):
     assert set(result["ccache"]) >= {"hits", "misses", "stored", "directory"}
     gateway = docker("network", "inspect", "bridge", "--format",
                      "{{(index .IPAM.Config 0).Gateway}}").stdout.strip()
-    import socket
-
     with socket.socket() as s:
         s.bind((gateway, 0))
         port = s.getsockname()[1]
