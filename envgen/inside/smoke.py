@@ -58,6 +58,15 @@ class Rank:
         self.checks.append(entry)
         self.write()
 
+    def wait_for_local_reports(self, seconds: float) -> None:
+        """Until every rank of this node (LOCAL_WORLD_SIZE) has a result file in ``out``, at
+        most ``seconds``."""
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+        deadline = time.monotonic() + seconds
+        while (len(list(self.out.glob("rank-*.json"))) < local
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+
     def write(self, timed_out: bool = False) -> None:
         doc = {"schema": SCHEMA, "rank": self.rank, "world_size": self.world,
                "info": self.info, "checks": self.checks, "timed_out": timed_out,
@@ -167,6 +176,9 @@ def main(argv: list[str] | None = None) -> int:
         r.run(f"import {checks.MODULE}",
               lambda: r.info.update(framework_version=checks.version()))
         if r.checks[-1]["status"] == "fail":  # nothing else can run; every rank says so
+            # torchrun stops the other ranks as soon as one exits with an error: wait (briefly)
+            # until this node's ranks have written theirs, so none is lost as "wrote no result"
+            r.wait_for_local_reports(min(30.0, args.timeout))
             return 1
     r.current = "init_process_group"
     timeout = timedelta(seconds=args.timeout)
