@@ -7,9 +7,34 @@ nothing checked.
 
 import json
 import os
+import re
 import sys
 
 import tomllib
+
+ID = re.compile(r"^(?P<framework>[a-z0-9][a-z0-9_.-]*?)-(?P<fv>\d[^-]*)-torch(?P<torch>\d[^-]*)"
+                r"-cu(?P<cuda>\d{3,})-py(?P<python>\d+\.\d+t?)-[a-z]+\d[\d.]*"
+                r"-(?P<arch>x86_64|aarch64)$")
+
+
+def key(text):
+    return tuple(int(p) for p in text.split("."))
+
+
+def aliases(cells):
+    """The moving tag of the newest cell per framework x CUDA x arch (envgen's rule)."""
+    best = {}
+    for i, cell in enumerate(cells):
+        m = ID.match(cell["combination"].strip())
+        if m is None:
+            continue
+        alias = f"{m['framework']}-cu{m['cuda']}" + ("" if m["arch"] == "x86_64"
+                                                      else f"-{m['arch']}")
+        py = m["python"]
+        rank = (key(m["fv"]), key(m["torch"]), (not py.endswith("t"), key(py.rstrip("t"))))
+        if alias not in best or (rank, -i) > (best[alias][0], -best[alias][1]):
+            best[alias] = (rank, i, cell["combination"])
+    return {cid: alias for alias, (_r, _i, cid) in best.items()}
 
 
 def main() -> int:
@@ -30,6 +55,7 @@ def main() -> int:
                     if record.get("schema") == 1:
                         verified.add(record["lock_hash"])
     include, done, unlocked = [], 0, 0
+    moving = aliases(cells)
     for cell in cells:
         cid = cell["combination"]
         try:
@@ -48,7 +74,7 @@ def main() -> int:
         if cell.get("base"):
             options += ["--base", cell["base"]]
         include.append({"combination": cid, "lock_hash": lock_hash,
-                        "make_options": " ".join(options)})
+                        "make_options": " ".join(options), "aliases": moving.get(cid, "")})
     print(f"{len(cells)} cells: {len(include)} due ({unlocked} not locked yet), {done} already "
           "verified", file=sys.stderr, flush=True)
     print(json.dumps({"include": include}, separators=(",", ":")))

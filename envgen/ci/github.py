@@ -91,9 +91,10 @@ def lock_hash(locks: Path, cell: Cell) -> str | None:
 def moving_aliases(cells: Sequence[Cell]) -> dict[str, str]:
     """combination id → its moving image tag ``<framework>-cu<XY>[-<arch>]``, for the newest
     cell of each framework × CUDA × architecture (the highest framework release, then torch,
-    then Python; the first listed on a tie). The alias moves when a newer cell is added."""
+    then Python, a free-threaded one after every other, as policy.toml ranks them; the first
+    listed on a tie). The alias moves when a newer cell is added."""
     from envgen.ids import parse_combination_id
-    from envgen.versions import dotted_key
+    from envgen.versions import dotted_key, python_key
 
     best: dict[str, tuple[tuple, int, str]] = {}
     for i, cell in enumerate(cells):
@@ -103,8 +104,9 @@ def moving_aliases(cells: Sequence[Cell]) -> dict[str, str]:
         arch = f["platform"].removeprefix("linux-")
         alias = (f"{f['framework']}-cu{f['cuda'].replace('.', '')}"
                  + ("" if arch == "x86_64" else f"-{arch}"))
+        major, minor, free = python_key(f["python"])
         key = (dotted_key(f["framework_version"]), dotted_key(f["torch"]),
-               dotted_key(f["python"]))
+               (not free, major, minor))
         if alias not in best or (key, -i) > (best[alias][0], -best[alias][1]):
             best[alias] = (key, i, cell.combination)
     return {combination: alias for alias, (_k, _i, combination) in best.items()}

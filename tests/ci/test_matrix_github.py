@@ -66,9 +66,10 @@ def test_each_framework_and_cuda_has_one_moving_alias_on_its_newest_cell(tmp_pat
     older = "deepspeed-0.18.9-torch2.15.0-cu132-py3.12-ubuntu22.04-x86_64"
     newer_py = "deepspeed-0.19.8-torch2.15.0-cu132-py3.12-ubuntu22.04-x86_64"
     arm = "deepspeed-0.19.8-torch2.15.0-cu132-py3.12-ubuntu22.04-aarch64"
+    free = "deepspeed-0.19.8-torch2.15.0-cu132-py3.14t-ubuntu22.04-x86_64"  # ranks last
     p = tmp_path / "cells.toml"
     p.write_text("".join(f'[[cell]]\ncombination = "{c}"\n\n'
-                         for c in (older, A, newer_py, B, C, arm)))
+                         for c in (older, A, free, newer_py, B, C, arm)))
     cells = load_cells(p)
     assert moving_aliases(cells) == {newer_py: "deepspeed-cu132", B: "megatron-core-cu121",
                                      C: "colossalai-cu121", arm: "deepspeed-cu132-aarch64"}
