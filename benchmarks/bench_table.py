@@ -38,11 +38,13 @@ FIXTURES = ROOT / "tests" / "fixtures" / "results"
 def candidates(path: Path) -> None:
     """What only the resolver knows, for the plain script."""
     from envgen.facts import load_facts
+    from envgen.results.selector_markup import selector_markup
     from envgen.results.table import untested_candidates
 
     facts = load_facts(ROOT / "matrix")
     path.write_text(json.dumps({"frameworks": list(facts.framework_names),
-                                "candidates": [c.id for c in untested_candidates(facts)]}))
+                                "candidates": [c.id for c in untested_candidates(facts)],
+                                "markup": selector_markup()}))
 
 
 def setup(results: Path, n: int) -> None:

@@ -6,8 +6,9 @@ JSON) printed, with nothing checked.
 
 CANDIDATES is what only the resolver knows (a JSON file the benchmark writes with envgen): the
 frameworks in the matrix's order and the resolver's best combination per framework × torch ×
-CUDA (the T0 rows). Version specifiers of the citations are matched by a small comparison of
-release numbers, enough for the ones matrix/curated/upstream.toml uses.
+CUDA (the T0 rows), and the selector's markup (static HTML the page carries). Version
+specifiers of the citations are matched by a small comparison of release numbers, enough for
+the ones matrix/curated/upstream.toml uses.
 """
 
 import json
@@ -199,8 +200,14 @@ def upstream_links(row):
     return " ".join(links)
 
 
-def markdown(rows, counts):
-    lines = [f"<!-- {HEADER} -->", "", "# Compatibility", "",
+def markdown(rows, counts, markup):
+    lines = ["---", "hide:", "  - toc", "---", f"<!-- {HEADER} -->", "", "# Compatibility", "",
+             "Choose what you have or need; the rows update at once, and the page's address "
+             "keeps the choice, so a link shares it. Each row is a combination envgen resolves, "
+             "with its evidence tier and the command that makes it. The rows are every feasible "
+             "combination at the newest patch of each framework and torch minor release (and "
+             "every combination with records); `envgen resolve` knows the older patches too.",
+             "", *markup, "", "## Rows with evidence", "",
              "How far each framework × PyTorch × CUDA × Python × OS combination is known to "
              "work, generated from the result records (`envgen results add`), the matrix facts "
              "and the upstream citations. Each row has the highest evidence tier one of its "
@@ -224,7 +231,8 @@ def markdown(rows, counts):
                          for s in r["evidence"])
         failed = "".join(f" · {s['tier']} failed" for s in r["evidence"]
                          if s["status"] == "fail")
-        cells = (f"{r['framework']} {r['framework_version']}", r["torch"], r["cuda"],
+        anchor = f'<a id="{r["combination"]}"></a>'
+        cells = (f"{anchor}{r['framework']} {r['framework_version']}", r["torch"], r["cuda"],
                  r["python"], r["os"], f"{r['tier']} {LABELS[r['tier']]}{failed}", links,
                  upstream_links(r))
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
@@ -294,7 +302,7 @@ def main() -> int:
     if "--json" in sys.argv[4:]:
         sys.stdout.write(as_json(rows, counts, os.path.abspath(".")))
     else:
-        sys.stdout.write(markdown(rows, counts))
+        sys.stdout.write(markdown(rows, counts, resolver["markup"]))
     return 0
 
 

@@ -29,19 +29,42 @@ names where the value came from: ``--flag``, ``ENV_VAR`` or ``<file>:<key>``.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from envgen import validate
 from envgen.errors import UsageError
+from envgen.record import record
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+
+def _toml() -> Any:
+    """The TOML reader, imported when a file is read (its import is ~5 ms of start-up)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
+
+
+# Where a pyproject.toml can hold a [tool.envgen] table: "[tool.envgen]", "tool.envgen.key =",
+# quoted keys; or "envgen = {...}" / "envgen.key =" under a "[tool]" header. A file matching
+# neither is not parsed (most projects' pyproject.toml): a false match only costs the parse.
+# (Patterns as text: compiled, and cached by re, only where a pyproject.toml is found.)
+_TOOL_DOTTED = rb"""tool["']?\s*\.\s*["']?envgen\b"""
+_TOOL_HEADER = rb"""(?m)^\s*\[\s*["']?tool["']?\s*\]"""
+_TOOL_KEY = rb"""(?m)^\s*["']?envgen["']?\s*[.=]"""
+
+
+def may_hold_tool_table(data: bytes) -> bool:
+    """Whether pyproject.toml bytes ``data`` can hold a [tool.envgen] table (see above)."""
+    return bool(re.search(_TOOL_DOTTED, data)
+                or (re.search(_TOOL_HEADER, data) and re.search(_TOOL_KEY, data)))
 
 
 def _registry(value: Any, what: str, source: str | None) -> str:
@@ -56,7 +79,7 @@ def _program(value: Any, what: str, source: str | None) -> str:
     return raw
 
 
-@dataclass(frozen=True)
+@record
 class Spec:
     """One setting: its flag (the argparse attribute), environment variable and check."""
 
@@ -119,22 +142,30 @@ def find_config(start: Path | None = None) -> tuple[Path | None, dict[str, Any]]
             if not path.is_file():
                 continue
             try:
-                with path.open("rb") as fh:
-                    doc = tomllib.load(fh)
-            except tomllib.TOMLDecodeError as exc:
-                raise UsageError(f"{path} is not valid TOML: {exc}",
-                                 hint="fix the file or remove it", source=str(path)) from None
-            except UnicodeDecodeError as exc:
-                raise UsageError(f"{path} is not UTF-8 text ({exc.reason})",
-                                 hint="save it as UTF-8", source=str(path)) from None
+                data = path.read_bytes()
             except OSError as exc:
                 raise UsageError(f"cannot read {path}: {exc.strerror or exc}",
                                  hint="fix its permissions, or remove it",
                                  source=str(path)) from None
+            if name == "pyproject.toml" and not may_hold_tool_table(data):
+                continue
+            doc = _parse_toml(path, data)
             table = doc if name == "envgen.toml" else _tool_table(doc, path)
             if table is not None:
                 return path, check_config(path, table)
     return None, {}
+
+
+def _parse_toml(path: Path, data: bytes) -> dict[str, Any]:
+    tomllib = _toml()
+    try:
+        return tomllib.loads(data.decode())
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML: {exc}",
+                         hint="fix the file or remove it", source=str(path)) from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path} is not UTF-8 text ({exc.reason})",
+                         hint="save it as UTF-8", source=str(path)) from None
 
 
 def _tool_table(doc: dict[str, Any], path: Path) -> dict[str, Any] | None:

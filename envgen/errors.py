@@ -21,7 +21,10 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 class EnvgenError(Exception):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-COMBINATION_ID = re.compile(
+COMBINATION_ID = (  # compiled (and cached by re) on first use
     r"^(?P<framework>[a-z0-9][a-z0-9_.-]*?)-(?P<framework_version>\d[^-]*)"
     r"-torch(?P<torch>\d[^-]*)-cu(?P<cuda>\d{3,})-py(?P<python>\d+\.\d+t?)"
     r"-(?P<os_name>[a-z]+)(?P<os_version>\d[\d.]*)-(?P<arch>x86_64|aarch64)$")
@@ -18,7 +18,7 @@ def parse_combination_id(text: str) -> dict[str, str] | None:
     ``envgen.resolve.combination.combination_id``): framework, framework_version, torch, cuda
     ("13.2"), python, os ("debian-12"), platform ("linux-x86_64"); None if ``text`` does not
     have that shape."""
-    m = COMBINATION_ID.match(text.strip())
+    m = re.match(COMBINATION_ID, text.strip())
     if not m:
         return None
     cu = m["cuda"]

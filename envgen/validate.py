@@ -13,9 +13,12 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from envgen.errors import UsageError
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
@@ -99,39 +102,40 @@ _DOMAIN_COMPONENT = r"(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
 _DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[0-9a-fA-F:]+\])(?::[0-9]+)?"
 _TAG = r"[\w][\w.-]{0,127}"
 _DIGEST = r"[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
-_REFERENCE = re.compile(
+# patterns as text, compiled (and cached by re) on first use: most commands check no image
+_REFERENCE = (
     rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::{_TAG})?(?:@{_DIGEST})?$")
 
 
 def image_ref(value: Any, what: str, source: str | None = None) -> str:
     """A container image reference: ``[registry[:port]/]name[:tag][@sha256:…]``."""
     raw = text(value, what, source).strip()
-    if len(raw) > 512 or not _REFERENCE.match(raw):
+    if len(raw) > 512 or not re.match(_REFERENCE, raw):
         raise UsageError(f"{what} {describe(raw)} is not an image reference",
                          hint="use [registry/]name[:tag][@sha256:digest], e.g. "
                          "docker.io/library/debian:12 or local/debian:bookworm", source=source)
     return raw
 
 
-_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ID = r"^[A-Za-z_][A-Za-z0-9_]*$"
 
 
 def identifier(value: Any, what: str, source: str | None = None) -> str:
     raw = text(value, what, source)
-    if not _ID.match(raw):
+    if not re.match(_ID, raw):
         raise UsageError(f"{what} {describe(raw)} is not a name (letters, digits, _; not "
                          "starting with a digit)", hint="e.g. MAX_JOBS", source=source)
     return raw
 
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 
 
 def name(value: Any, what: str, source: str | None = None) -> str:
     """A simple name: letters, digits, ``._-``; not starting with ``-`` (so it can never be
     read as an option by a program it is passed to)."""
     raw = text(value, what, source)
-    if not _NAME.match(raw):
+    if not re.match(_NAME, raw):
         raise UsageError(f"{what} {describe(raw)} is not a valid name (letters, digits, . _ -; "
                          "starting with a letter or digit)", hint="check the value",
                          source=source)
@@ -176,13 +180,13 @@ def no_newlines(rendered: str, what: str) -> str:
     return rendered
 
 
-_REGISTRY = re.compile(r"^[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9._/-]+)?$")
+_REGISTRY = r"^[A-Za-z0-9.-]+(?::[0-9]+)?(?:/[a-z0-9._/-]+)?$"
 
 
 def registry(registry: str, source: str = "--registry") -> str:
     """A registry ``host[:port][/path]`` (no scheme), without a trailing slash."""
     reg = registry.strip().rstrip("/")
-    if "://" in reg or not _REGISTRY.match(reg):
+    if "://" in reg or not re.match(_REGISTRY, reg):
         raise UsageError(f"{source} {registry!r} is not a registry host[/path]",
                          hint="e.g. --registry ghcr.io/acme or --registry 127.0.0.1:5000 "
                          "(no scheme)", source=source)

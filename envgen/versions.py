@@ -95,6 +95,43 @@ def _plain_contains(spec: str, version: str) -> bool | None:
     return True
 
 
+_LOCAL = r"(?i)(\d+(?:\.\d+)*)(?:\+[a-z0-9]+(?:[-_.][a-z0-9]+)*)?"  # (compiled on use)
+
+
+def normalized_version(text: str) -> str:
+    """``str(Version(text))``: "2.05.0" → "2.5.0"; a plain release without packaging. Raises
+    ValueError (packaging's InvalidVersion) for text that is no PEP 440 version."""
+    if _PLAIN.fullmatch(text):
+        return ".".join(str(int(p)) for p in text.split("."))
+    return str(parse_version(text))
+
+
+def public_version(text: str) -> str:
+    """``Version(text).public`` (the local label dropped: "2.5.1+cu121" → "2.5.1"); a plain
+    release (with a local label or not) without packaging. ValueError if no version."""
+    m = re.fullmatch(_LOCAL, text)
+    if m:
+        return ".".join(str(int(p)) for p in m.group(1).split("."))
+    return parse_version(text).public
+
+
+def release(text: str) -> tuple[int, ...]:
+    """``Version(text).release`` ("2.5.1+cu121" → (2, 5, 1)); a plain release (with a local
+    label or not) without packaging. ValueError if ``text`` is no version."""
+    m = re.fullmatch(_LOCAL, text)
+    if m:
+        return tuple(int(p) for p in m.group(1).split("."))
+    return parse_version(text).release
+
+
+def check_spec(text: str) -> None:
+    """Raise ValueError (packaging's InvalidSpecifier) unless ``text`` is a PEP 440
+    specifier; one of plain clauses (see ``_plain_contains``) is checked without packaging."""
+    if text.strip() and _plain_contains(text, "0") is not None:
+        return
+    parse_spec(text)
+
+
 def python_version(tag: str) -> str:
     """The numeric part of a Python version string: "3.13t" → "3.13"."""
     return tag[:-1] if tag.endswith("t") else tag

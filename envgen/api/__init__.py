@@ -22,7 +22,6 @@ modules are private (``_make.py`` …) so that ``envgen.api.make`` stays the fun
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
     "Matrix": "envgen.facts.matrix",
@@ -112,7 +111,10 @@ __all__ = [
     "whatif",
 ]
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from typing import Any
+
     from envgen.api._build import BuildRequest, build, build_plan
     from envgen.api._doctor import DoctorRequest, DoctorResult, doctor
     from envgen.api._drift import DriftRequest, DriftResult, drift

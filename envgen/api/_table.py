@@ -10,11 +10,11 @@ Input: TableRequest (where the outputs go, where records are read from). Output:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from envgen.api.progress import Progress, quiet
 from envgen.facts.matrix import Matrix
+from envgen.record import record
 from envgen.results.selector import render_selector_json, selector_data
 from envgen.results.store import load_many
 from envgen.results.table import (
@@ -27,7 +27,7 @@ from envgen.results.table import (
 )
 
 
-@dataclass(frozen=True)
+@record
 class TableRequest:
     write: bool = False  # write the three files (else only render)
     page: Path = Path("docs/compatibility.md")
@@ -39,7 +39,7 @@ class TableRequest:
     selector_file: Path | None = Path("docs/selector.json")
 
 
-@dataclass(frozen=True)
+@record
 class TableResult:
     table: Table
     request: TableRequest

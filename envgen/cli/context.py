@@ -5,27 +5,36 @@ from __future__ import annotations
 
 import functools
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
+    from typing import Any, TextIO
+
     from envgen.cli.progress import Reporter
     from envgen.facts.matrix import Matrix
 
 
-@dataclass
 class Context:
-    matrix_dir: Path
-    json: bool = False
-    quiet: bool = False
-    verbose: bool = False
-    config: dict[str, Any] = field(default_factory=dict)
-    config_path: Path | None = None
-    data_dir: Path | None = None  # where refreshed facts and results are written
-    out: TextIO = field(default_factory=lambda: sys.stdout)
-    err: TextIO = field(default_factory=lambda: sys.stderr)
-    sources: dict[str, str] = field(default_factory=dict)  # setting → "--flag" / ENV / file:key
+    """A plain class (not a dataclass: see envgen.record for why none is made at start-up)."""
+
+    def __init__(self, matrix_dir: Path | None, json: bool = False, quiet: bool = False,
+                 verbose: bool = False, config: dict[str, Any] | None = None,
+                 config_path: Path | None = None, data_dir: Path | None = None,
+                 out: TextIO | None = None, err: TextIO | None = None,
+                 sources: dict[str, str] | None = None) -> None:
+        self.matrix_dir = matrix_dir
+        self.json, self.quiet, self.verbose = json, quiet, verbose
+        self.config = {} if config is None else config
+        self.config_path = config_path
+        self.data_dir = data_dir  # where refreshed facts and results are written
+        self.out: TextIO = sys.stdout if out is None else out
+        self.err: TextIO = sys.stderr if err is None else err
+        self.sources = {} if sources is None else sources  # setting → "--flag" / ENV / file:key
+
+    def __repr__(self) -> str:
+        return (f"Context(matrix_dir={self.matrix_dir!r}, data_dir={self.data_dir!r}, "
+                f"json={self.json!r}, quiet={self.quiet!r}, verbose={self.verbose!r})")
 
     @functools.cached_property
     def progress(self) -> Reporter:

@@ -16,13 +16,11 @@ import os
 import re
 import signal
 import sys
-import threading
 from collections.abc import Iterator, Sequence
 
 from envgen import __version__  # noqa: F401 (the CLI's version, for tools)
 from envgen.cli.commands import COMMANDS, MATRIX_COMMANDS
 from envgen.cli.context import Context
-from envgen.cli.version import version_text
 from envgen.errors import (
     EnvgenError,
     Interrupted,
@@ -63,7 +61,26 @@ configuration: envgen.toml or [tool.envgen] in pyproject.toml; see README "Confi
 _ARG_SOURCE = re.compile(r"^argument (-[-\w]+)")
 
 
+def _columns() -> int:
+    """The terminal's width, as ``shutil.get_terminal_size`` gives it ($COLUMNS, then stdout's
+    terminal, else 80). Hand-written (reason: argparse imports shutil, and with it bz2, lzma
+    and zlib, ~3 ms, for each parser it makes when not given a width)."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
 class _Parser(argparse.ArgumentParser):
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=_columns() - 2)  # as argparse: -2
+
     def error(self, message: str):  # a usage error like any other (text or JSON)
         match = _ARG_SOURCE.match(message)
         err = UsageError(message, hint=f"run `{self.prog} --help` for the options",
@@ -73,7 +90,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def common_options() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(add_help=False)
+    p = _Parser(add_help=False)
     g = p.add_argument_group("output")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                    help="machine-readable JSON on stdout (errors too)")
@@ -117,11 +134,12 @@ def _selected(argv: Sequence[str] | None) -> tuple[str | None, str | None]:
 
 def _add(sub, name: str, module: str | None, help_text: str, selected: str | None,
          common: argparse.ArgumentParser) -> None:
-    """The command's full parser when it is the one run (or all are wanted), else a stub that
-    only lists it: the modules of the other commands are never imported."""
+    """The command's full parser when it is the one run (or all are wanted); else, when no
+    known command is named (``selected`` ""), a stub that only lists it in the help and the
+    error; else nothing: the modules of the other commands are never imported."""
     if selected is None or selected == name:
         importlib.import_module(module).register(sub, common)
-    else:
+    elif not selected:
         sub.add_parser(name, help=help_text, add_help=False)
 
 
@@ -134,6 +152,8 @@ class VersionAction(argparse.Action):
                          help=help)
 
     def __call__(self, parser, namespace, values, option_string=None):
+        from envgen.cli.version import version_text
+
         sys.stdout.write(version_text() + "\n")
         parser.exit()
 
@@ -151,7 +171,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             _add(sub, name, module, help_text, command, common)
             continue
         if command not in (None, name):
-            sub.add_parser(name, help=help_text, add_help=False)
+            if not command:
+                sub.add_parser(name, help=help_text, add_help=False)
             continue
         matrix = sub.add_parser(
             "matrix", help=help_text, parents=[common],
@@ -196,14 +217,18 @@ def make_context(args: argparse.Namespace) -> Context:
 def _sigterm_raises() -> Iterator[None]:
     """SIGTERM (CI cancellation, `timeout`, `docker stop`) raises errors.Interrupted, so the
     same rollbacks run as for Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
 
     def handler(signum, _frame):
         raise Interrupted(signum)
 
-    saved = signal.signal(signal.SIGTERM, handler)
+    try:
+        saved = signal.signal(signal.SIGTERM, handler)
+        installed = True
+    except ValueError:  # not the main thread: only it may handle signals
+        installed = False
+    if not installed:
+        yield
+        return
     try:
         yield
     finally:

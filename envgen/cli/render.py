@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -17,6 +19,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def dump_json(data: Any, out: TextIO) -> None:
+    import json  # only for --json (text output does not load it)
+
     json.dump(data, out, indent=2, sort_keys=False, ensure_ascii=False)
     out.write("\n")
 
@@ -27,6 +31,8 @@ def stream_json(head: dict[str, Any], key: str, rows: Iterable[Any],
     written row by row (one compact row per line, the C encoder; never all in memory), then
     ``tail``'s keys (a callable value is called only after the rows are written). With
     ``encoded`` the rows are JSON text already."""
+    import json
+
     encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
     out.write("{\n")
     for name, value in head.items():

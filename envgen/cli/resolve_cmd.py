@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
 
 from envgen import validate
 from envgen.cli.commands import help_for
@@ -15,6 +14,7 @@ from envgen.errors import InfeasibleError, UsageError
 from envgen.resolve.combination import Combination
 from envgen.resolve.request import Request
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
     from envgen.resolve.explain import Explanation
 

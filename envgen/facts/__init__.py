@@ -10,7 +10,10 @@ the one owner of those files; every other stage takes its values, never a path.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 _EXPORTS = {
     "load_facts": "load", "find_matrix_dir": "locate", "Matrix": "matrix",

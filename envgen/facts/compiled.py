@@ -37,11 +37,14 @@ import os
 import pickle
 import time
 from pathlib import Path
-from typing import Any
 
 from envgen.facts.model import Facts, FrameworkRelease, TorchBuild
 
-FORMAT = 2  # bump when the pickled form changes shape
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
+
+FORMAT = 3  # bump when the pickled form changes shape
 KEEP = 8  # compiled copies kept (matrix checkouts, data dirs, versions in use); older ones go
 _HERE = Path(__file__).resolve().parent
 
@@ -54,7 +57,9 @@ def _code_files() -> list[Path]:
     """What shapes the Facts besides the data: the schemas they are checked against and the
     facts package that builds them (a source checkout changes them without a new version)."""
     schemas = _HERE.parent / "schemas"
-    return sorted([*schemas.glob("*.schema.json"), schemas / "check.py", *_HERE.glob("*.py")])
+    found = [schemas / n for n in os.listdir(schemas) if n.endswith(".schema.json")]
+    found += [_HERE / n for n in os.listdir(_HERE) if n.endswith(".py")]  # (no glob: faster)
+    return sorted([*found, schemas / "check.py", _HERE.parent / "record.py"])
 
 
 RACY_NS = 2_000_000_000  # a file changed this recently is hashed again next time (as git)
@@ -217,17 +222,22 @@ def loads(data: bytes) -> Any:
 _SETTERS: dict[type, tuple] = {}
 
 
+def _fields(cls: type) -> tuple[str, ...] | None:
+    """The field names of a record (envgen.record) or dataclass ``cls`` declares, else None;
+    read without making a record's ``__dataclass_fields__`` (that imports dataclasses)."""
+    names = cls.__dict__.get("__record_fields__")
+    if names is None:
+        fields = cls.__dict__.get("__dataclass_fields__")
+        names = tuple(fields) if isinstance(fields, dict) else None
+    return names
+
+
 def _setters(cls: type) -> tuple:
-    """The slot setters of a dataclass's fields, in field order."""
+    """The slot setters of a record's fields, in field order."""
     found = _SETTERS.get(cls)
     if found is None:
-        found = _SETTERS[cls] = tuple(cls.__dict__[name].__set__
-                                      for name in cls.__dataclass_fields__)
+        found = _SETTERS[cls] = tuple(cls.__dict__[name].__set__ for name in _fields(cls))
     return found
-
-
-def _fields(cls: type) -> tuple[str, ...]:
-    return tuple(cls.__dataclass_fields__)
 
 
 def _rebuild(cls: type, values: tuple) -> Any:
@@ -254,7 +264,7 @@ class _Pickler(pickle.Pickler):
         if cls in _LAZY_BASE:  # a lazy record: store it as the plain record it stands for
             return self.reducer_override(_LAZY_BASE[cls]._real(obj))
         if _slotted(cls):
-            return _rebuild, (cls, tuple(getattr(obj, n) for n in cls.__dataclass_fields__))
+            return _rebuild, (cls, tuple(getattr(obj, n) for n in _fields(cls)))
         return NotImplemented
 
 
@@ -262,11 +272,11 @@ _SLOTTED: dict[type, bool] = {}
 
 
 def _slotted(cls: type) -> bool:
-    """A dataclass whose every field is a slot of its own (what :func:`_rebuild` fills)."""
+    """A record whose every field is a slot of its own (what :func:`_rebuild` fills)."""
     known = _SLOTTED.get(cls)
     if known is None:
-        fields = cls.__dict__.get("__dataclass_fields__")
-        known = _SLOTTED[cls] = isinstance(fields, dict) and all(
+        fields = _fields(cls)
+        known = _SLOTTED[cls] = fields is not None and all(
             type(cls.__dict__.get(n)).__name__ == "member_descriptor" for n in fields)
     return known
 
@@ -314,10 +324,10 @@ class _Lazy:
     @classmethod
     def _real(cls, obj: Any) -> Any:
         """The plain record ``obj`` stands for."""
-        return _rebuild(cls.BASE, tuple(getattr(obj, n) for n in cls.BASE.__dataclass_fields__))
+        return _rebuild(cls.BASE, tuple(getattr(obj, n) for n in _fields(cls.BASE)))
 
     def _values(self) -> tuple:
-        return tuple(getattr(self, n) for n in type(self).BASE.__dataclass_fields__)
+        return tuple(getattr(self, n) for n in _fields(type(self).BASE))
 
     def __eq__(self, other: Any) -> Any:
         base = type(self).BASE
@@ -325,7 +335,7 @@ class _Lazy:
             return NotImplemented
         if isinstance(other, _Lazy):
             return self._values() == other._values()
-        return self._values() == tuple(getattr(other, n) for n in base.__dataclass_fields__)
+        return self._values() == tuple(getattr(other, n) for n in _fields(base))
 
     def __hash__(self) -> int:
         return hash(self._values())  # what the dataclass hashes: its field values
@@ -335,7 +345,7 @@ class _Lazy:
 
     def __reduce_ex__(self, protocol: Any) -> Any:  # pickled (and copied) as the plain record
         base = type(self).BASE
-        return _plain, (base, {n: getattr(self, n) for n in base.__dataclass_fields__})
+        return _plain, (base, {n: getattr(self, n) for n in _fields(base)})
 
     def __copy__(self) -> Any:
         return self
@@ -347,7 +357,7 @@ class _Lazy:
 
 
 def _lazy_class(base: type, eager: tuple[str, ...], name: str) -> type:
-    lazy = tuple(n for n in base.__dataclass_fields__ if n not in eager)
+    lazy = tuple(n for n in _fields(base) if n not in eager)
     ns: dict[str, Any] = {"__slots__": ("_blob",), "BASE": base, "LAZY": lazy, "EAGER": eager,
                           "__module__": __name__, "__qualname__": name}
     cls = type(name, (_Lazy, base), ns)

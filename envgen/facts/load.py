@@ -12,11 +12,14 @@ parsers nor the validator.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from envgen.facts import compiled
 from envgen.facts.locate import harvested_dir
 from envgen.facts.model import Facts
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 REGENERATE = "envgen matrix update --write"
 # the files read: harvested name → its list of records; curated names

@@ -15,7 +15,6 @@ When the data directory holds a harvested snapshot, the newer of it and the matr
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -102,6 +101,8 @@ def generated_date(harvested: Path) -> str | None:
         return None
     if found:
         return found.group(1).decode()
+    import json  # a file written otherwise: parsed whole
+
     try:
         doc = json.loads((harvested / "torch.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):

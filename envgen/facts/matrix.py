@@ -20,17 +20,18 @@ Stages and the API take a ``Matrix`` (or the values it returns), never a path to
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from envgen.record import record
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:  # the types only; each file's module is imported when it is first read
     from envgen.facts.images import Recipes
     from envgen.facts.model import Facts
     from envgen.facts.sources import Sources
 
 
-@dataclass(frozen=True, eq=False)
+@record(slots=False, eq=False)
 class Matrix:
     """The matrix to read (``matrix_dir``) and the data directory (``data_dir``; None: the
     matrix itself). Values are cached on the instance: one ``Matrix`` per command."""

@@ -1,12 +1,10 @@
-"""Value types for the facts in matrix/: one frozen dataclass per kind of record.
+"""Value types for the facts in matrix/: one frozen record (envgen.record: a
+frozen dataclass to every reader) per kind of record.
 
 Field meanings are documented in matrix/README.md; this module only gives them types.
 """
 
 from __future__ import annotations
-
-from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from envgen.facts.release_model import (
     Breakage,
@@ -17,13 +15,17 @@ from envgen.facts.release_model import (
     ToolkitRelease,
     TorchHeaders,
 )
+from envgen.record import field, record
 from envgen.versions import spec_contains
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from envgen.facts.os_toolkit import OsToolkit
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Source:
     """Where a fact came from: a URL and, for harvested facts, dates and a file hash."""
 
@@ -34,7 +36,7 @@ class Source:
     index: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class TorchBuild:
     version: str
     cuda: str | None
@@ -65,7 +67,7 @@ class TorchBuild:
         return f"torch=={self.version}" + (f"+{self.local}" if self.local else "")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class FrameworkRelease:
     framework: str
     version: str
@@ -79,7 +81,7 @@ class FrameworkRelease:
     build: BuildFacts | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class CudaToolkit:
     cuda: str
     nvcc_package: str | None
@@ -103,7 +105,7 @@ class CudaToolkit:
         return None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class OSBase:
     id: str
     name: str
@@ -118,7 +120,7 @@ class OSBase:
     gcc_source: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class FrameworkConstraint:
     """A requirement of a framework that its own package metadata does not state."""
 
@@ -131,7 +133,7 @@ class FrameworkConstraint:
     note: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Policy:
     python_preference: tuple[str, ...]
     os_preference: tuple[str, ...]
@@ -140,7 +142,7 @@ class Policy:
     conda_gcc: tuple[int, ...] = ()
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class CudaRule:
     """How one lock flavor gets the CUDA compiler and headers for a range of CUDA versions."""
 
@@ -152,7 +154,7 @@ class CudaRule:
     source: str = ""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Toolchain:
     """curated/toolchain.toml: what each lock flavor installs to build the framework's ops."""
 
@@ -203,7 +205,7 @@ class Toolchain:
                 f"curated/toolchain.toml)")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Facts:
     """Everything the resolver needs, loaded and validated from one matrix/ directory."""
 
@@ -233,6 +235,8 @@ class Facts:
 def to_jsonable(obj: Any) -> Any:
     """A dataclass (or nest of them) as plain JSON-able data, tuples as lists."""
     if hasattr(obj, "__dataclass_fields__"):
+        from dataclasses import asdict
+
         return {k: to_jsonable(v) for k, v in asdict(obj).items()}
     if isinstance(obj, dict):
         return {k: to_jsonable(v) for k, v in obj.items()}

@@ -14,12 +14,11 @@ Field meanings are documented in matrix/README.md; this module only gives them t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+from envgen.record import record
 from envgen.versions import python_key, python_version, spec_contains
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class WheelFile:
     filename: str
     python: tuple[str, ...]  # "3.11", "3.13t"; empty: any Python 3 (py3 / abi3 tags)
@@ -28,7 +27,7 @@ class WheelFile:
     glibc: str | None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class ReleaseFiles:
     sdist: bool
     wheels: tuple[WheelFile, ...]
@@ -56,7 +55,7 @@ def _abi3_covers(minimums: tuple[str, ...], python: str) -> bool:
     return any(python_key(python) >= python_key(m) for m in minimums)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class StdRule:
     """``-std=c++<std>`` passed when torch and CUDA satisfy the (possibly empty) specifiers."""
 
@@ -66,7 +65,7 @@ class StdRule:
     where: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class OpFacts:
     name: str
     builder: str | None = None
@@ -80,7 +79,7 @@ class OpFacts:
     optional: bool | None = None  # a failed compile is skipped, not an error
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class BuildFacts:
     """What one framework release's build code states, read from its own files."""
 
@@ -140,7 +139,7 @@ class BuildFacts:
         return None, "its nvcc check was not read from the release"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class TorchHeaders:
     """The C++ standard and compiler minimums one torch release's headers enforce."""
 
@@ -154,7 +153,7 @@ class TorchHeaders:
     source_url: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class ToolkitRelease:
     cuda: str
     release: str
@@ -165,7 +164,7 @@ class ToolkitRelease:
     note: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Gpu:
     name: str
     aliases: tuple[str, ...]
@@ -173,7 +172,7 @@ class Gpu:
     source: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class CxxStd:
     std: str
     min_gcc: int | None
@@ -182,7 +181,7 @@ class CxxStd:
     note: str | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Breakage:
     """A combination known broken: every given condition holds at once."""
 
@@ -201,7 +200,7 @@ class Breakage:
                 and spec_contains(self.python, python_version(python)))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class TorchArchs:
     torch: str
     cuda: str

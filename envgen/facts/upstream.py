@@ -12,26 +12,31 @@ upstream evidence, not an error. Pure: no state, nothing written.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-from packaging.specifiers import InvalidSpecifier
-from packaging.utils import canonicalize_name
-from packaging.version import InvalidVersion
 
 from envgen.errors import DataError
-from envgen.schemas.check import check, where
-from envgen.schemas.read import read_toml
-from envgen.versions import parse_spec, parse_version, python_version, spec_contains
+from envgen.record import record
+from envgen.versions import (
+    check_spec,
+    normalized_version,
+    public_version,
+    python_version,
+    spec_contains,
+)
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 FILE = "curated/upstream.toml"
 SCHEMA = "curated-upstream"
 _SPEC_FIELDS = ("versions", "torch", "cuda", "python")
+_SEPARATORS = re.compile(r"[-_.]+")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Upstream:
     """One cited upstream statement (fields: the header of matrix/curated/upstream.toml)."""
 
@@ -55,18 +60,18 @@ class Upstream:
         level ("12.4.1" as 12.4); a free-threaded Python tag is compared by its number ("3.13t"
         as 3.13). A version that does not parse matches nothing.
         """
-        if canonicalize_name(framework) != self.framework:
+        if canonical_name(framework) != self.framework:
             return False
         try:
-            if not spec_contains(self.versions, str(parse_version(framework_version))):
+            if not spec_contains(self.versions, normalized_version(framework_version)):
                 return False
-            if not spec_contains(self.torch, parse_version(torch).public):
+            if not spec_contains(self.torch, public_version(torch)):
                 return False
             if not spec_contains(self.cuda, _major_minor(cuda)):
                 return False
             if self.python is not None and python is not None:
-                return spec_contains(self.python, str(parse_version(python_version(python))))
-        except InvalidVersion:
+                return spec_contains(self.python, normalized_version(python_version(python)))
+        except ValueError:  # packaging's InvalidVersion
             return False
         return True
 
@@ -80,15 +85,23 @@ class Upstream:
 
 
 def _major_minor(cuda: str) -> str:
-    """The major.minor of ``cuda`` ("12.4.1" → "12.4"); InvalidVersion if it is no version."""
-    release = parse_version(cuda).release
-    return ".".join(str(p) for p in release[:2])
+    """The major.minor of ``cuda`` ("12.4.1" → "12.4"); ValueError if it is no version."""
+    return ".".join(public_version(cuda).split(".")[:2])
+
+
+def canonical_name(name: str) -> str:
+    """A project name normalized as PEP 503 says ("Megatron_Core" → "megatron-core").
+    Hand-written (reason: packaging.utils.canonicalize_name's module imports packaging.tags,
+    with subprocess, platform, sysconfig and logging: ~10 ms of `envgen table`)."""
+    return _SEPARATORS.sub("-", name).lower()
 
 
 def parse(doc: Any, origin: str = FILE) -> tuple[Upstream, ...]:
     """``doc`` (upstream.toml as parsed) checked against ``curated-upstream.schema.json`` and
     for specifiers that parse, then as Upstream records; DataError listing every problem (with
     ``origin``, the file it came from) otherwise."""
+    from envgen.schemas.check import check, where  # (only when not read back compiled)
+
     errors = check(doc, SCHEMA)
     problems = [f"{where(e.path) or '(top level)'}: {e.message()}" for e in errors]
     bad = {e.path for e in errors}
@@ -100,8 +113,8 @@ def parse(doc: Any, origin: str = FILE) -> tuple[Upstream, ...]:
             spec = rec.get(key)
             if isinstance(spec, str) and ("upstream", i, key) not in bad:
                 try:
-                    parse_spec(spec)
-                except InvalidSpecifier:
+                    check_spec(spec)
+                except ValueError:  # packaging's InvalidSpecifier
                     problems.append(f"upstream[{i}].{key}: {spec!r} is not a PEP 440 version "
                                     "specifier")
     if problems:
@@ -117,6 +130,8 @@ def parse(doc: Any, origin: str = FILE) -> tuple[Upstream, ...]:
 
 def read_upstream(path: str | Path) -> tuple[Upstream, ...]:
     """The records of the upstream file at ``path``; () when it does not exist."""
+    from envgen.schemas.read import read_toml  # (TOML: only when not read back compiled)
+
     path = Path(path)
     if not path.exists():
         return ()
@@ -126,8 +141,23 @@ def read_upstream(path: str | Path) -> tuple[Upstream, ...]:
 
 
 def load_upstream(matrix_dir: str | Path) -> tuple[Upstream, ...]:
-    """The records of ``matrix_dir``/curated/upstream.toml; () when the file does not exist."""
-    return read_upstream(Path(matrix_dir) / FILE)
+    """The records of ``matrix_dir``/curated/upstream.toml; () when the file does not exist.
+    Read back from the compiled copy (envgen/facts/compiled.py, keyed by the file's content)
+    when the file was read and checked before: no TOML, schema or specifier parsing."""
+    from envgen.facts import compiled
+
+    path = Path(matrix_dir) / FILE
+    try:
+        name = "upstream-" + compiled.key([(FILE, path)]) if compiled.enabled() else None
+    except OSError:  # missing or unreadable: read_upstream says which
+        name = None
+    hit = compiled.read(name) if name else None
+    if isinstance(hit, tuple) and all(isinstance(u, Upstream) for u in hit):
+        return hit
+    found = read_upstream(path)
+    if name:
+        compiled.write(name, found)
+    return found
 
 
 def upstream_for(items: Iterable[Upstream], framework: str, framework_version: str, torch: str,

@@ -11,11 +11,10 @@ the same loop, given a ``Tally``, counts which check removed how many candidates
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, namedtuple
 from collections.abc import Iterator
-from typing import NamedTuple
 
-from envgen.facts.model import CudaToolkit, Facts, FrameworkRelease, OSBase, TorchBuild
+from envgen.facts.model import CudaToolkit, Facts, FrameworkRelease, TorchBuild
 from envgen.resolve.checks import Checks
 from envgen.resolve.request import Request, cuda_matches, matcher
 from envgen.versions import dotted_key, parse_version, python_key
@@ -40,9 +39,9 @@ CONSTRAINTS = {
 }
 
 
-# The types below are internal to the resolver and made per candidate: a NamedTuple is
-# defined ~10x faster than a dataclass (import time) and made faster (per row); Tally is a
-# plain class for the same reason.
+# The types below are internal to the resolver and made per candidate: a namedtuple is
+# defined ~10x faster than a dataclass or typing.NamedTuple (import time; no typing import)
+# and made faster (per row); Tally is a plain class for the same reason.
 
 class Tally:
     """Removed-candidate counts per constraint, with one example reason each; and per torch
@@ -66,33 +65,27 @@ class Tally:
                                                                                      reason)
 
 
-class BuildGroup(NamedTuple):
-    """All builds of one torch version for one CUDA: (python, build) pairs, best Python first."""
+class BuildGroup(namedtuple("BuildGroup", "version cuda entries")):
+    """All builds of one torch version for one CUDA: (python, build) pairs, best Python first.
+    version: str, cuda: str, entries: tuple[tuple[str, TorchBuild], ...]."""
 
-    version: str
-    cuda: str
-    entries: tuple[tuple[str, TorchBuild], ...]
-
-
-class Domains(NamedTuple):
-    """The candidate values of each axis, each in rank order."""
-
-    frameworks: tuple[FrameworkRelease, ...]
-    groups: tuple[BuildGroup, ...]
-    oses: tuple[OSBase, ...]
+    __slots__ = ()
 
 
-class Feasible(NamedTuple):
-    """A candidate every rule accepted: what make_combination turns into a Combination."""
+class Domains(namedtuple("Domains", "frameworks groups oses")):
+    """The candidate values of each axis, each in rank order: frameworks:
+    tuple[FrameworkRelease, ...], groups: tuple[BuildGroup, ...], oses: tuple[OSBase, ...]."""
 
-    framework: FrameworkRelease
-    build: TorchBuild
-    python: str
-    os: OSBase
-    toolkit: CudaToolkit
-    gcc: int
-    gcc_source: str
-    checks: Checks
+    __slots__ = ()
+
+
+class Feasible(namedtuple("Feasible", "framework build python os toolkit gcc gcc_source "
+                                      "checks")):
+    """A candidate every rule accepted: what make_combination turns into a Combination.
+    framework: FrameworkRelease, build: TorchBuild, python: str, os: OSBase,
+    toolkit: CudaToolkit, gcc: int, gcc_source: str, checks: Checks."""
+
+    __slots__ = ()
 
 
 def _python_rank(facts: Facts):

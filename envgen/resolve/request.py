@@ -4,20 +4,21 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
 
 from envgen.errors import UsageError
 from envgen.facts.model import Facts, Toolchain
+from envgen.record import names, record, replace
 from envgen.versions import dotted_key, version_matcher
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64")
+DEFAULT_PLATFORM = PLATFORMS[0]
 PLATFORM_ALIASES = {"x86_64": "linux-x86_64", "amd64": "linux-x86_64",
                      "aarch64": "linux-aarch64", "arm64": "linux-aarch64", "sbsa": "linux-aarch64"}
 _ARCH_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
 _CC_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Request:
     """What the user asked for. ``None`` means "any". Option names mirror the CLI flags."""
 
@@ -33,23 +34,24 @@ class Request:
     driver: str | None = None
     nvcc: str | None = None  # a fixed system CUDA toolkit (major.minor) instead of installing one
     flavor: str | None = None  # lock flavor whose toolchain must exist for the CUDA version
-    platform: str = "linux-x86_64"
+    platform: str = DEFAULT_PLATFORM
 
     def given(self) -> dict[str, str]:
         """The axes the user constrained, in declaration order (platform only if not default)."""
         out = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name == "gpu_arch" and self.gpu is not None:
+        for name in names(Request):
+            v = getattr(self, name)
+            if name == "gpu_arch" and self.gpu is not None:
                 continue  # derived from --gpu
-            if v is not None and not (f.name == "platform" and v == "linux-x86_64"):
-                out[f.name] = v
+            if v is not None and not (name == "platform" and v == DEFAULT_PLATFORM):
+                out[name] = v
         return out
 
-    def without(self, *names: str) -> Request:
-        if "gpu" in names:
-            names = (*names, "gpu_arch")
-        return replace(self, **{n: (Request.platform if n == "platform" else None) for n in names})
+    def without(self, *axes: str) -> Request:
+        """The request with ``axes`` unconstrained (the platform back to its default)."""
+        if "gpu" in axes:
+            axes = (*axes, "gpu_arch")
+        return replace(self, **{n: (DEFAULT_PLATFORM if n == "platform" else None) for n in axes})
 
     def flags(self) -> str:
         return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.given().items())

@@ -27,16 +27,20 @@ import hashlib
 import marshal
 import os
 import sys
-from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+
+from envgen.record import field, names, record
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 FORMAT = 1  # bump when RecordSummary's fields change
 KEEP_FILES = 32  # index files kept (results directories × envgen versions); older ones go
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class RecordSummary:
     """The surface both record kinds share, as the status, the table and the CI matrix read
     it. ``lock_hash``: the verify record's lock hash, or the attempt record's ``lock.hash``
@@ -86,7 +90,7 @@ class RecordSummary:
         return cls(**dict(zip(_STORED, values, strict=True)))
 
 
-_STORED = tuple(f.name for f in fields(RecordSummary) if f.init)
+_STORED = tuple(n for n in names(RecordSummary) if n != "finished_at")  # made by __post_init__
 
 
 def _parse_time(text: str) -> datetime:

@@ -25,13 +25,16 @@ from __future__ import annotations
 
 import json
 import os
+from collections import namedtuple
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from envgen.errors import DataError, UsageError
 from envgen.results.index import RecordSummary, digest, open_index
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
+    from typing import Any, TypeAlias
+
     from envgen.results.attempt import AttemptRecord
     from envgen.results.record import Problem, ResultRecord
 
@@ -109,10 +112,11 @@ class StoredRecord:
         return self._record
 
 
-class AddOutcome(NamedTuple):
-    record: Record
-    path: Path
-    added: bool  # False: an identical record was already stored ("already recorded")
+class AddOutcome(namedtuple("AddOutcome", "record path added")):
+    """record: Record, path: Path, added: bool (False: an identical record was already stored,
+    "already recorded")."""
+
+    __slots__ = ()
 
 
 def record_name(record: Record | RecordSummary) -> str:

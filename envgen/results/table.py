@@ -27,12 +27,11 @@ import os
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from envgen.errors import DataError, UsageError
 from envgen.facts.cells import parse_combination_id
+from envgen.record import record
 from envgen.results.selector_markup import selector_markup
 from envgen.results.store import StoredRecord, load_many
 from envgen.results.tiers import (
@@ -46,9 +45,12 @@ from envgen.results.tiers import (
     rank,
     tier_label,
 )
-from envgen.versions import dotted_key, parse_version
+from envgen.versions import dotted_key, parse_version, release
 
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
+    from typing import Any
+
     from envgen.facts.matrix import Matrix
     from envgen.facts.model import Facts
     from envgen.resolve import Combination
@@ -64,7 +66,7 @@ JSON_SCHEMA = 2
 SCHEMA_NAME = "compatibility-table"  # envgen/schemas/compatibility-table.schema.json
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Evidence:
     """One record a row links: the proof of its tier, or a failed attempt. ``path``: the
     record file as loaded (in the JSON: relative to the project root)."""
@@ -105,7 +107,7 @@ _EVIDENCE_FIELDS = ("tier", "status", "date", "machine", "envgen", "log_digest",
                     "seconds", "image_size_bytes")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Citation:
     """An upstream statement shown beside a row (never counted as a tier): what kind of
     source, what it says, where (URLs joined by " ; "), and the date it was read."""
@@ -134,7 +136,7 @@ class Citation:
                    observed=data["observed"], note=data.get("note"))
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@record(kw_only=True)
 class Row:
     """One combination of the table (one element of ``rows`` in docs/compatibility.json; the
     schema is envgen/schemas/compatibility-table.schema.json)."""
@@ -193,7 +195,7 @@ _ROW_FIELDS = ("combination", "framework", "framework_version", "torch", "cuda",
                "platform", "tier", "flavor", "status", "note", "date", "records")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Table:
     """The rows, in the page's order."""
 
@@ -258,7 +260,7 @@ def untested_candidates(facts: Facts) -> list[Combination]:
     return found
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Candidates:
     """What the table needs of the facts: the frameworks in the matrix's order, and the ids
     of the resolver's best combination per framework × torch × CUDA (the T0 rows)."""
@@ -301,7 +303,7 @@ build_table = make_table  # the name the table had before it was typed
 
 def _neg(version: str) -> tuple:
     try:
-        return (0, tuple(-x for x in parse_version(version).release))
+        return (0, tuple(-x for x in release(version)))
     except ValueError:
         return (1, version)
 
@@ -491,7 +493,7 @@ def replace_block(readme: bytes, block: str, *, name: str = "README.md") -> byte
     return readme[:start.end()] + b"\n" + block.encode("utf-8") + b"\n" + readme[end.start():]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Written:
     """One output file of :func:`write_outputs`."""
 

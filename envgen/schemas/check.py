@@ -26,19 +26,24 @@ from __future__ import annotations
 import hashlib
 import json
 import marshal
+import os
 import re
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any
+
+from envgen.record import record
+
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 
 Path_ = tuple[str | int, ...]
 
-FORMAT = 3  # bump when the way the fast validators are generated changes
+FORMAT = 4  # bump when the way the fast validators are generated changes
 KEEP = 100  # compiled validators kept in the cache (envgen ships ~20 schemas)
 # keywords both libraries implement alike; ``$ref`` only local and without sibling keywords
 # (draft-07 ignores them, 2020-12 applies them), ``items`` only as one schema
@@ -60,7 +65,7 @@ _RANK = {kw: i for i, kw in enumerate((
     "not", "false"))}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SchemaError:
     path: Path_  # where the value is: keys and list indexes from the document's root
     keyword: str  # the schema keyword it failed ("type", "pattern", "required", …)
@@ -204,14 +209,53 @@ def supported(schema: Any, at: str = "#") -> None:
             supported(sub, f"{at}/{kw}/{key}")
 
 
+class Invalid(ValueError):
+    """What the generated validators raise for an invalid document (in place of
+    fastjsonschema's exceptions, which take the same arguments)."""
+
+    def __init__(self, message: str, *args: Any, **kwargs: Any) -> None:
+        super().__init__(message)
+
+
+class _NoDecimal:
+    """The generated code's ``Decimal`` (its number checks accept one): no value here is a
+    Decimal, as documents come from json and tomllib, which make floats."""
+
+
+# The generated code's first lines import these; they are given to it instead, so that running
+# a cached validator does not import fastjsonschema (~20 ms with typing and decimal).
+_IMPORTS = ("from decimal import Decimal\n",
+            "from fastjsonschema import JsonSchemaValueException, JsonSchemaValuesException\n")
+_GIVEN = {"Decimal": _NoDecimal, "JsonSchemaValueException": Invalid,
+          "JsonSchemaValuesException": Invalid}
+
+
+def _generator_version() -> str:
+    """fastjsonschema's version (part of the cache key), read from its version.py without
+    importing the package; imported when that file cannot be found or read."""
+    from importlib.machinery import PathFinder
+
+    spec = PathFinder.find_spec("fastjsonschema")
+    for folder in (spec.submodule_search_locations or ()) if spec else ():
+        try:
+            with open(os.path.join(folder, "version.py"), encoding="utf-8") as fh:
+                found = re.search(r"""^VERSION\s*=\s*["']([^"']+)["']""", fh.read(), re.M)
+        except OSError:
+            continue
+        if found:
+            return found[1]
+    import fastjsonschema
+
+    return fastjsonschema.VERSION
+
+
 def _fast(schema: dict) -> tuple[Callable[[Any], Any], type[Exception]]:
     """fastjsonschema's validator of ``schema`` and the exception it raises for an invalid
     document: the code it generates, compiled, from the user's cache (written the first time;
-    marshal, as the bytecode cache of imports may be off: PYTHONDONTWRITEBYTECODE)."""
-    import fastjsonschema
-
+    marshal, as the bytecode cache of imports may be off: PYTHONDONTWRITEBYTECODE). The code
+    runs with :data:`_GIVEN` for the names it would import."""
     text = json.dumps(schema, sort_keys=True, ensure_ascii=True)
-    raw = f"{FORMAT} {fastjsonschema.VERSION} {sys.version} {text}".encode()
+    raw = f"{FORMAT} {_generator_version()} {sys.version} {text}".encode()
     try:
         path: Path | None = _cache_dir() / f"{hashlib.sha256(raw).hexdigest()[:32]}.marshal"
     except Exception:  # no usable cache directory (a bad ENVGEN_CACHE_DIR): no cache
@@ -221,16 +265,20 @@ def _fast(schema: dict) -> tuple[Callable[[Any], Any], type[Exception]]:
     except Exception:  # unreadable or damaged: generate it again
         name = code = None
     if code is None:
+        import fastjsonschema
+
         supported(schema)
         source = fastjsonschema.compile_to_code(_inline(schema), use_default=False,
                                                 detailed_exceptions=False)
+        for line in _IMPORTS:  # (code that imports otherwise keeps its imports, and works)
+            source = source.replace(line, "", 1)
         name = re.search(r"^def (\w+)\(", source, re.M)[1]  # the root's function comes first
         code = compile(source, f"<schema {schema.get('$id')}>", "exec")
         if path is not None:
             _store(path, marshal.dumps((name, code)))
-    namespace: dict[str, Any] = {}
+    namespace: dict[str, Any] = dict(_GIVEN)
     exec(code, namespace)
-    return namespace[name], fastjsonschema.JsonSchemaValueException
+    return namespace[name], namespace["JsonSchemaValueException"]
 
 
 def _inline(schema: dict) -> dict:

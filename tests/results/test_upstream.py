@@ -261,3 +261,31 @@ def test_the_file_is_read_by_the_facts_loader(tmp_path):
     assert results_upstream.load_upstream is facts_upstream.load_upstream
     assert facts_upstream.read_upstream(FILE) == load_upstream(MATRIX)
     assert facts_upstream.read_upstream(tmp_path / "none.toml") == ()
+
+
+@pytest.mark.parametrize("name", ["deepspeed", "Megatron_Core", "megatron.core", "ColossalAI",
+                                  "a--b__c..d", "x"])
+def test_canonical_name_is_pep_503s(name):
+    from packaging.utils import canonicalize_name
+
+    from envgen.facts.upstream import canonical_name
+
+    assert canonical_name(name) == canonicalize_name(name)
+
+
+def test_citations_are_read_back_compiled_until_the_file_changes(tmp_path, monkeypatch):
+    """`envgen table` reads upstream.toml once per change: later loads take the compiled copy
+    (no TOML, schema or specifier parsing); an edit is read and checked again."""
+    from envgen.facts import upstream as mod
+
+    monkeypatch.setenv("ENVGEN_FACTS_CACHE", "1")
+    monkeypatch.setenv("ENVGEN_CACHE_DIR", str(tmp_path / "cache"))
+    text = (MATRIX / "curated" / "upstream.toml").read_text()
+    path = _write(tmp_path, text)
+    first = mod.load_upstream(tmp_path)
+    assert first and first == load_upstream(MATRIX)
+    reads = []
+    monkeypatch.setattr(mod, "read_upstream", lambda p: reads.append(p) or ())
+    assert mod.load_upstream(tmp_path) == first and reads == []  # the compiled copy
+    path.write_text(text + "\n# edited\n")
+    assert mod.load_upstream(tmp_path) == () and len(reads) == 1  # read again

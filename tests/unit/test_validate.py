@@ -116,3 +116,43 @@ def test_setting_names_where_a_value_came_from(tmp_path):
     assert setting("out", None, {}, cfg, {}) == (None, None)
     assert setting("channels", None, {}, cfg, {"ENVGEN_CHANNELS": "a b"}) == (
         ("a", "b"), "ENVGEN_CHANNELS")
+
+
+@pytest.mark.parametrize("text, table", [
+    ('[tool.envgen]\nout = "locks"\n', {"out": "locks"}),
+    ('[tool . "envgen"]\nout = "locks"\n', {"out": "locks"}),
+    ('[tool.envgen.defaults]\nos = "debian-12"\n', {"defaults": {"os": "debian-12"}}),
+    ('tool.envgen.out = "locks"\n', {"out": "locks"}),
+    ('"tool"."envgen".out = "locks"\n', {"out": "locks"}),
+    ('[tool]\nenvgen = { out = "locks" }\n', {"out": "locks"}),
+    ('[tool]\nenvgen.out = "locks"\n', {"out": "locks"}),
+    ('[project]\nname = "envgen"\n[project.scripts]\nenvgen = "envgen.cli:entrypoint"\n', None),
+    ('[tool.ruff]\nline-length = 99\n', None),
+])
+def test_pyproject_tool_tables_are_found_in_every_toml_form(tmp_path, text, table):
+    """A pyproject.toml is parsed only when it can hold [tool.envgen] (most do not: the TOML
+    reader is not even imported); every TOML spelling of the table is still found."""
+    from envgen.config import find_config, may_hold_tool_table
+
+    (tmp_path / "pyproject.toml").write_text(text)
+    path, config = find_config(tmp_path)
+    assert path == (tmp_path.resolve() / "pyproject.toml" if table else None)
+    assert set(config) == set(table or {})
+    if table:
+        assert may_hold_tool_table(text.encode())
+
+
+def test_a_pyproject_without_envgen_is_not_parsed(tmp_path):
+    """Someone else's broken pyproject.toml does not stop envgen; an envgen.toml still must
+    be valid."""
+    from envgen.config import find_config
+
+    (tmp_path / "pyproject.toml").write_bytes(b"[project\nname = \xff\n")
+    assert find_config(tmp_path) == (None, {})
+    (tmp_path / "pyproject.toml").write_text("[tool.envgen\n")
+    with pytest.raises(UsageError, match="is not valid TOML"):
+        find_config(tmp_path)
+    (tmp_path / "pyproject.toml").unlink()
+    (tmp_path / "envgen.toml").write_text("out = \n")
+    with pytest.raises(UsageError, match="is not valid TOML"):
+        find_config(tmp_path)

@@ -89,3 +89,46 @@ def test_plain_release_fast_path_agrees_with_packaging():
             assert spec_contains(spec, version) == reference.contains(version), (spec, version)
             checked += 1
     assert checked > 10_000
+
+
+@pytest.mark.parametrize("text", ["2.5.1", "2.05.0", "0.19.8", "12", "2.5.1+cu121",
+                                  "2.5.1+CU121.post.1", "2.6.0rc1", "1!2.0", "2.5.1.dev3+g1",
+                                  "3.13", "v2.4", "2.4.0.post1"])
+def test_version_normalizing_fast_paths_agree_with_packaging(text):
+    from packaging.version import Version
+
+    from envgen.versions import normalized_version, public_version, release
+
+    assert normalized_version(text) == str(Version(text))
+    assert public_version(text) == Version(text).public
+    assert release(text) == Version(text).release
+
+
+@pytest.mark.parametrize("bad", ["two", "2.5.1+", "2..5", "2.5.1+cu 121", "-1"])
+def test_version_normalizing_refuses_what_packaging_refuses(bad):
+    from packaging.version import InvalidVersion, Version
+
+    from envgen.versions import normalized_version, public_version, release
+
+    with pytest.raises(InvalidVersion):
+        Version(bad)
+    for helper in (normalized_version, public_version, release):
+        with pytest.raises(ValueError):
+            helper(bad)
+
+
+@pytest.mark.parametrize("spec", [">=0.14,<0.17", "==12.*", "~=3.10", ">= 2.1 , < 2.6",
+                                  "!=2.5.0", ">=2.6.0rc1", "==2.5.1+cu121", "", "<1.*",
+                                  ">=x", "=>2", "~=3", ">=0.14,", "==1.0 ; python"])
+def test_check_spec_agrees_with_packaging(spec):
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    from envgen.versions import check_spec
+
+    try:
+        SpecifierSet(spec)
+    except InvalidSpecifier:
+        with pytest.raises(ValueError):
+            check_spec(spec)
+    else:
+        check_spec(spec)

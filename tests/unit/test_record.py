@@ -1,0 +1,233 @@
+"""envgen.record: frozen records that every reader takes for frozen dataclasses."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import functools
+import os
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from envgen.record import field, names, record, replace
+
+
+@record(kw_only=True)
+class Build:
+    """A keyword-only record with defaults, a factory and a property."""
+
+    version: str
+    cuda: str | None = None
+    python: tuple[str, ...] = ()
+    extra: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def pin(self) -> str:
+        return f"torch=={self.version}"
+
+
+@record
+class Source:
+    url: str
+    sha256: str | None = None
+
+
+@record
+class Result:
+    best: str
+    rows: object = field(repr=False)
+    facts: object = field(repr=False, compare=False, default=None)
+
+
+def test_fields_defaults_and_factories():
+    b = Build(version="2.5.1")
+    assert (b.version, b.cuda, b.python, b.extra, b.pin) == ("2.5.1", None, (), {},
+                                                             "torch==2.5.1")
+    assert Build(version="1").extra is not Build(version="1").extra  # a new dict each
+    assert names(Build) == ("version", "cuda", "python", "extra")
+    assert Build.__match_args__ == () and Source.__match_args__ == ("url", "sha256")
+    assert Source("u", "h") == Source(url="u", sha256="h")
+
+
+def test_init_rejects_what_a_dataclass_rejects():
+    with pytest.raises(TypeError, match="positional"):
+        Build("2.5.1")  # keyword-only
+    with pytest.raises(TypeError, match="version"):
+        Build()  # a field without a default
+    with pytest.raises(TypeError, match="unexpected keyword argument 'nope'"):
+        Source("u", nope=1)
+
+
+def test_frozen_slotted_equal_and_hashed_by_value():
+    b = Build(version="2.5.1", python=("3.11",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        b.version = "2.6"  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del b.cuda
+    with pytest.raises(AttributeError):
+        b.__dict__  # noqa: B018 - slots: no instance dict
+    same = Build(version="2.5.1", python=("3.11",))
+    assert b == same and hash(Source("u")) == hash(Source("u"))
+    assert Source("u") != Source("v")
+    assert Source("u") != ("u", None)  # only instances of the same class compare equal
+    assert len({Source("u"), Source("u"), Source("v")}) == 2
+
+
+def test_repr_and_compare_options():
+    a, b = Result("x", [1], facts="one"), Result("x", [1], facts="other")
+    assert repr(a) == "Result(best='x')"
+    assert a == b  # facts is not compared
+    assert Result("x", [2]) != a
+    assert repr(Build(version="1")) == "Build(version='1', cuda=None, python=(), extra={})"
+
+
+def test_the_dataclasses_module_sees_a_dataclass():
+    b = Build(version="2.5.1", extra={"k": "v"})
+    assert dataclasses.is_dataclass(b) and dataclasses.is_dataclass(Build)
+    fields = dataclasses.fields(Build)
+    assert [f.name for f in fields] == list(names(Build))
+    assert fields[3].default_factory is dict and fields[1].default is None
+    assert dataclasses.asdict(b) == {"version": "2.5.1", "cuda": None, "python": (),
+                                     "extra": {"k": "v"}}
+    assert dataclasses.replace(b, cuda="12.1") == Build(version="2.5.1", cuda="12.1",
+                                                        extra={"k": "v"})
+    assert [(f.name, f.repr, f.compare) for f in dataclasses.fields(Result)] == [
+        ("best", True, True), ("rows", False, True), ("facts", False, False)]
+
+
+def test_replace_without_dataclasses():
+    s = Source("u")
+    assert replace(s, sha256="h") == Source("u", "h") and s.sha256 is None
+    with pytest.raises(TypeError, match="no field 'nope'"):
+        replace(s, nope=1)
+
+
+def test_pickle_and_copies_give_equal_records():
+    b = Build(version="2.5.1", python=("3.11", "3.12"), extra={"a": "b"})
+    for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
+        assert pickle.loads(pickle.dumps(b, protocol=protocol)) == b
+    assert copy.copy(b) == b and copy.deepcopy(b) == b
+
+
+def test_declaration_errors():
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+        @record
+        class Bad:
+            a: int = 1
+            b: int
+
+    with pytest.raises(TypeError, match="ClassVar"):
+        @record
+        class Shared:
+            a: ClassVar[int] = 1  # type: ignore[name-defined]  # noqa: F821
+
+    with pytest.raises(ValueError, match="both default and default_factory"):
+        field(default=1, default_factory=int)
+
+
+def test_a_record_base_gives_its_fields_first():
+    @record(kw_only=True)
+    class Base:
+        a: int
+        b: int = 2
+
+    @record(kw_only=True)
+    class Child(Base):
+        c: int = 3
+
+    child = Child(a=1)
+    assert names(Child) == ("a", "b", "c") and (child.a, child.b, child.c) == (1, 2, 3)
+    assert child != Base(a=1) and dataclasses.asdict(child) == {"a": 1, "b": 2, "c": 3}
+
+
+def test_unslotted_identity_records_keep_cached_properties():
+    calls = []
+
+    @record(slots=False, eq=False)
+    class Place:
+        path: str
+
+        @functools.cached_property
+        def size(self) -> int:
+            calls.append(1)
+            return len(self.path)
+
+    p = Place("/tmp")
+    assert p.size == 4 and p.size == 4 and calls == [1]
+    assert p == p and p != Place("/tmp") and hash(p) == object.__hash__(p)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        p.path = "/x"  # type: ignore[misc]
+
+
+def test_the_one_request_path_does_not_import_dataclasses(tmp_path):
+    """What records are for: `envgen resolve` starts without dataclasses (and its inspect),
+    nor typing, TOML (no config file here), shutil or json (text output)."""
+    code = ("import sys, io, contextlib\n"
+            "from envgen.cli.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()):\n"
+            "    rc = main(['resolve', '--framework', 'deepspeed', '--cuda', '12.1'])\n"
+            "print(rc, sorted(m for m in ('dataclasses', 'inspect', 'typing', 'tomllib',"
+            " 'shutil', 'json') if m in sys.modules))\n")
+    env = {**os.environ, "ENVGEN_FACTS_CACHE": "1", "ENVGEN_CACHE_DIR": str(tmp_path / "cache")}
+    for _ in range(2):  # the first run writes the compiled facts (as any first command does)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, cwd=tmp_path, env=env).stdout.split(None, 1)
+    assert out[0] == "0"
+    assert out[1].strip() == "[]", f"imported on the resolve path: {out[1]}"
+
+
+@record(kw_only=True)
+class Timed:
+    finished: str
+    seconds: int = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seconds", len(self.finished))
+
+
+def test_fields_set_after_init():
+    t = Timed(finished="12:00")
+    assert t.seconds == 5 and repr(t) == "Timed(finished='12:00')"
+    with pytest.raises(TypeError, match="seconds"):
+        Timed(finished="x", seconds=1)  # type: ignore[call-arg]
+    assert [f.name for f in dataclasses.fields(Timed) if f.init] == ["finished"]
+    assert pickle.loads(pickle.dumps(t)).seconds == 5
+    assert replace(t, finished="1").seconds == 1 == dataclasses.replace(t, finished="1").seconds
+
+
+@pytest.mark.parametrize("kw_only", [False, True])
+def test_the_generic_and_the_compiled_init_agree(kw_only):
+    """The first COMPILE_AFTER instances of a class are made without compiling an __init__;
+    the rest with the compiled one: same values, same refusals."""
+    from envgen.record import COMPILE_AFTER
+
+    @record(kw_only=kw_only)
+    class Pair:
+        a: int
+        b: list = field(default_factory=list)
+        c: int = 3
+        d: int = field(init=False, default=0)
+
+    def attempts():
+        made = Pair(a=1, c=4) if kw_only else Pair(1, [2])
+        errors = []
+        for call in (lambda: Pair(), lambda: Pair(a=1, e=2), lambda: Pair(1, 2, 3, 4, 5),
+                     lambda: Pair(1, a=1), lambda: Pair(a=1, d=5)):
+            with pytest.raises(TypeError) as info:
+                call()
+            errors.append(str(info.value))
+        return made, errors
+
+    runs = [attempts()]
+    assert "__init__" not in vars(Pair)  # made by the generic __init__ so far
+    runs += [attempts() for _ in range(COMPILE_AFTER)]
+    assert "__init__" in vars(Pair)  # compiled
+    first, last = runs[0], runs[-1]
+    assert first[0] == last[0] and first[0].b is not last[0].b and first[0].d == 0
+    for generic, compiled in zip(first[1], last[1], strict=True):
+        for word in ("missing", "unexpected keyword argument 'e'", "positional",
+                     "multiple values for argument 'a'", "unexpected keyword argument 'd'"):
+            assert (word in generic) == (word in compiled), (generic, compiled)
