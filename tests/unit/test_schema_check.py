@@ -127,8 +127,9 @@ def test_conda_locks_vendored_fastjsonschema_does_not_replace_the_installed_one(
                "generated": {"command": "x", "date": "2026-11-01", "envgen": "0.1.0"}}
         print([e.path for e in check(doc, "harvested-torch")])
     """)
+    env = {**os.environ, "ENVGEN_CACHE_DIR": str(tmp_path / "cache")}  # so conda-lock runs
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120, cwd=tmp_path)
+                          timeout=120, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     _, which, errors = proc.stdout.splitlines()
     assert which == "installed"
