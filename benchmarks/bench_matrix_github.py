@@ -1,5 +1,6 @@
 """`envgen matrix github` against a plain standard-library script over the same files
-(benchmarks/plain_matrix_github.py), both timed as subprocesses (process start included).
+(benchmarks/plain_matrix_github.py), both timed as subprocesses (process start included), in
+turn: one run of each per round.
 
     python benchmarks/bench_matrix_github.py [--sizes 0 100 1000 10000] [--repeat 7]
 
@@ -29,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from timing import installed_env, median_ms  # noqa: E402
+from timing import installed_env, median_ms, paired_ms  # noqa: E402
 
 from envgen.ci.github import github_matrix  # noqa: E402
 from envgen.facts.cells import read_cells  # noqa: E402
@@ -81,8 +82,9 @@ def compare(cells: Path, locks: Path, results: Path, repeat: int, env: dict) -> 
         sys.exit(f"outputs differ:\nenvgen: {a.stdout[:300]}{a.stderr[-300:]}\n"
                  f"plain: {b.stdout[:300]}{b.stderr[-300:]}")
     run = {"env": env, "cwd": ROOT, "check": True, "capture_output": True}
-    t_plain = median_ms(lambda: subprocess.run(plain, **run), repeat)
-    t_envgen = median_ms(lambda: subprocess.run(envgen, **run), repeat)
+    t = paired_ms({"plain": lambda: subprocess.run(plain, **run),
+                   "envgen": lambda: subprocess.run(envgen, **run)}, repeat)
+    t_plain, t_envgen = t["plain"], t["envgen"]
     t_lib = median_ms(lambda: github_matrix(read_cells(cells), locks,
                                             verified_lock_hashes([results])), repeat)
     return len(json.loads(a.stdout)["include"]), t_plain, t_envgen, t_lib

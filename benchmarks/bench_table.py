@@ -1,5 +1,6 @@
 """`envgen table` against a plain standard-library script over the same files
-(benchmarks/plain_table.py), both timed as subprocesses (process start included).
+(benchmarks/plain_table.py), both timed as subprocesses (process start included), in turn:
+one run of each per round.
 
     python benchmarks/bench_table.py [--sizes 0 1000 10000] [--repeat 7]
 
@@ -26,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from timing import installed_env, median_ms
+from timing import installed_env, paired_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -79,12 +80,6 @@ def setup(results: Path, n: int) -> None:
         sys.exit(f"only {made} of {n} records could be made from the fixtures")
 
 
-def run_ms(cmd: list[str], repeat: int, env: dict) -> float:
-    """The median wall time of running ``cmd``, in milliseconds."""
-    return median_ms(lambda: subprocess.run(cmd, check=True, capture_output=True, env=env,
-                                            cwd=ROOT), repeat)
-
-
 def compare(results: Path, cands: Path, repeat: int, env: dict, label: str) -> None:
     for json_flag in ((), ("--json",)):
         envgen = [sys.executable, "-m", "envgen", *json_flag, "table", "--results-dir",
@@ -100,8 +95,10 @@ def compare(results: Path, cands: Path, repeat: int, env: dict, label: str) -> N
                 print(f"{name}: exit {proc.returncode}, stdout in {out}\n{proc.stderr[-600:]}")
             sys.exit("outputs differ")
         rows = len(json.loads(a.stdout)["rows"]) if json_flag else a.stdout.count("\n| ") - 6
-        t_plain = run_ms(plain, repeat, env)
-        t_envgen = run_ms(envgen, repeat, env)
+        run = {"env": env, "cwd": ROOT, "check": True, "capture_output": True}
+        t = paired_ms({"plain": lambda: subprocess.run(plain, **run),  # noqa: B023
+                       "envgen": lambda: subprocess.run(envgen, **run)}, repeat)  # noqa: B023
+        t_plain, t_envgen = t["plain"], t["envgen"]
         print(f"{label:>8} {'json' if json_flag else 'md':>5} {rows:6} {t_plain:9.1f} "
               f"{t_envgen:10.1f} {t_envgen / t_plain:6.2f}")
 

@@ -1,6 +1,7 @@
-"""What the benchmarks share: a median in milliseconds, and the environment a subprocess runs
-envgen in as an installed copy does (byte code cached, kept out of the source tree, even where
-PYTHONDONTWRITEBYTECODE is set: pip compiles it at install)."""
+"""What the benchmarks share: a median in milliseconds (and paired medians, for a ratio), and
+the environment a subprocess runs envgen in as an installed copy does (byte code cached, kept
+out of the source tree, even where PYTHONDONTWRITEBYTECODE is set: pip compiles it at
+install)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,19 @@ def median_ms(fn: Callable[[], object], repeat: int) -> float:
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times) * 1000
+
+
+def paired_ms(fns: dict[str, Callable[[], object]], repeat: int) -> dict[str, float]:
+    """The median wall time of each of ``fns`` in milliseconds, run in turn (one of each per
+    round), so that a machine that slows down for a while slows all of them alike: on a shared
+    VM, timing one side's runs and then the other's moved a ratio by ±40%."""
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(t) * 1000 for name, t in times.items()}
 
 
 def installed_env(base: dict[str, str] | None = None,
