@@ -61,8 +61,11 @@ def images(tmp: Path) -> dict[str, str]:
 
 
 def _docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=timeout,
-                          check=check)
+    proc = subprocess.run([DOCKER, *args], capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode:  # say what Docker said (CalledProcessError shows no stderr)
+        raise RuntimeError(f"docker {' '.join(args)}: exit {proc.returncode}: "
+                           f"{(proc.stderr or proc.stdout).strip()[-2000:]}")
+    return proc
 
 
 class Cluster:
@@ -178,9 +181,18 @@ class Cluster:
     def free_port(self, node: str, port: int) -> None:
         self.sh(node, f"kill {self.holders.pop((node, port))}", check=True)
 
-    def pause(self, node: str) -> None:
-        """Freeze every process of ``node``: it stops answering, its connections stay open."""
-        _docker("pause", self.containers[node])
+    def pause(self, node: str, attempts: int = 5) -> None:
+        """Freeze every process of ``node``: it stops answering, its connections stay open.
+        runc gives up freezing a cgroup whose processes are busy starting ("unable to
+        freeze") and leaves retrying to its caller (opencontainers/runc#4388); so do we."""
+        for attempt in range(attempts):
+            proc = _docker("pause", self.containers[node], check=False)
+            if proc.returncode == 0:
+                return
+            if "unable to freeze" not in proc.stderr or attempt == attempts - 1:
+                raise RuntimeError(f"docker pause {node}: {proc.stderr.strip()}")
+            _docker("unpause", self.containers[node], check=False)  # a late freeze undone
+            time.sleep(0.5)
 
     def unpause(self, node: str) -> None:
         _docker("unpause", self.containers[node], check=False)
