@@ -233,6 +233,9 @@ _GIVEN = {"Decimal": _NoDecimal, "JsonSchemaValueException": Invalid,
 def _generator_version() -> str:
     """fastjsonschema's version (part of the cache key), read from its version.py without
     importing the package; imported when that file cannot be found or read."""
+    loaded = sys.modules.get("fastjsonschema")
+    if loaded is not None:  # the one that generates the code (conda-lock vendors another)
+        return loaded.VERSION
     from importlib.machinery import PathFinder
 
     spec = PathFinder.find_spec("fastjsonschema")

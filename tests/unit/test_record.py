@@ -231,3 +231,15 @@ def test_the_generic_and_the_compiled_init_agree(kw_only):
         for word in ("missing", "unexpected keyword argument 'e'", "positional",
                      "multiple values for argument 'a'", "unexpected keyword argument 'd'"):
             assert (word in generic) == (word in compiled), (generic, compiled)
+
+
+def test_a_request_without_the_platform_gets_the_default_back():
+    """Request.platform is the slot's descriptor on a slotted class, not the default: a
+    relaxed request used to carry the descriptor as its platform."""
+    from envgen.resolve.request import DEFAULT_PLATFORM, Request
+
+    asked = Request(framework="deepspeed", platform="linux-aarch64", gpu="H100", gpu_arch="sm_90")
+    relaxed = asked.without("platform", "gpu")
+    assert relaxed.platform == DEFAULT_PLATFORM == "linux-x86_64"
+    assert (relaxed.framework, relaxed.gpu, relaxed.gpu_arch) == ("deepspeed", None, None)
+    assert relaxed.given() == {"framework": "deepspeed"}
