@@ -38,7 +38,16 @@ class Cell:
 def read_cells(path: str | Path) -> tuple[Cell, ...]:
     """The cells of ``path`` (matrix/cells.toml), checked against
     envgen/schemas/cells.schema.json and for valid, distinct combination ids. Every problem
-    at once."""
+    at once. Read back from the compiled copy (envgen/facts/compiled.py, keyed by the file's
+    content) when these bytes were read and checked before: no TOML or schema."""
+    from envgen.facts import compiled
+
+    return compiled.remembered(
+        "cells", FILE, Path(path), _read_cells,
+        lambda v: isinstance(v, tuple) and all(isinstance(c, Cell) for c in v))
+
+
+def _read_cells(path: Path) -> tuple[Cell, ...]:
     from envgen.schemas.check import check, where
     from envgen.schemas.read import read_toml
 

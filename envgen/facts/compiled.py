@@ -38,14 +38,16 @@ import pickle
 import time
 from pathlib import Path
 
+from envgen.digests import small_sha256
 from envgen.facts.model import Facts, FrameworkRelease, TorchBuild
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
 FORMAT = 3  # bump when the pickled form changes shape
-KEEP = 8  # compiled copies kept (matrix checkouts, data dirs, versions in use); older ones go
+KEEP = 16  # compiled copies kept (facts, citations, cells of the matrices and versions in use)
 _HERE = Path(__file__).resolve().parent
 
 
@@ -78,7 +80,7 @@ def key(files: list[tuple[str, Path]]) -> str:
 
     memo = _read_memo()
     changed = False
-    h = _small_sha256(f"{FORMAT}\0{__version__}\0".encode())
+    h = small_sha256(f"{FORMAT}\0{__version__}\0".encode())  # (the key's few bytes)
     for label, path in [*files, *(("code/" + p.name, p) for p in _code_files())]:
         name = str(path)
         st = os.stat(name)
@@ -100,19 +102,6 @@ def key(files: list[tuple[str, Path]]) -> str:
     if changed:
         _write_memo(memo)
     return h.hexdigest()[:32]
-
-
-def _small_sha256(data: bytes):
-    """SHA-256 for the few bytes of the key itself, without loading OpenSSL (hashlib's
-    import does, ~2 ms) when the interpreter has its own (CPython's ``_sha256`` / ``_sha2``)."""
-    try:
-        from _sha256 import sha256  # CPython ≤ 3.11
-    except ImportError:
-        try:
-            from _sha2 import sha256  # CPython ≥ 3.12
-        except ImportError:  # pragma: no cover - other interpreters
-            from hashlib import sha256
-    return sha256(data)
 
 
 def _memo_path() -> Path:
@@ -162,6 +151,25 @@ def read(name: str) -> Any | None:
             return loads(fh.read())
     except Exception:
         return None
+
+
+def remembered(kind: str, label: str, path: Path, parse: Callable[[Path], Any],
+               valid: Callable[[Any], bool]) -> Any:
+    """``parse(path)`` (one data file read and checked), kept as a compiled copy named by
+    ``kind`` and the key of the file's content (``label``: its place in the matrix): a later
+    call finds the file's bytes unchanged and reads the value back (``valid`` says it is the
+    right kind of value) without parsing or checking. Errors are raised, not kept."""
+    try:
+        name = f"{kind}-{key([(label, path)])}" if enabled() else None
+    except OSError:  # missing or unreadable: parse says which
+        name = None
+    hit = read(name) if name else None
+    if hit is not None and valid(hit):
+        return hit
+    value = parse(path)
+    if name:
+        write(name, value)
+    return value
 
 
 def write(name: str, facts: Any) -> None:

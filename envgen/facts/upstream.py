@@ -146,18 +146,9 @@ def load_upstream(matrix_dir: str | Path) -> tuple[Upstream, ...]:
     when the file was read and checked before: no TOML, schema or specifier parsing."""
     from envgen.facts import compiled
 
-    path = Path(matrix_dir) / FILE
-    try:
-        name = "upstream-" + compiled.key([(FILE, path)]) if compiled.enabled() else None
-    except OSError:  # missing or unreadable: read_upstream says which
-        name = None
-    hit = compiled.read(name) if name else None
-    if isinstance(hit, tuple) and all(isinstance(u, Upstream) for u in hit):
-        return hit
-    found = read_upstream(path)
-    if name:
-        compiled.write(name, found)
-    return found
+    return compiled.remembered(
+        "upstream", FILE, Path(matrix_dir) / FILE, lambda p: read_upstream(p),
+        lambda v: isinstance(v, tuple) and all(isinstance(u, Upstream) for u in v))
 
 
 def upstream_for(items: Iterable[Upstream], framework: str, framework_version: str, torch: str,

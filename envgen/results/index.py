@@ -23,13 +23,13 @@ time. ``ENVGEN_RECORDS_CACHE=0`` turns it off.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import marshal
 import os
 import sys
 from datetime import datetime
 from pathlib import Path
 
+from envgen.digests import Hasher, small_sha256
 from envgen.record import field, names, record
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
@@ -104,9 +104,13 @@ def enabled() -> bool:
     return os.environ.get("ENVGEN_RECORDS_CACHE", "1") != "0"
 
 
+_HASHER = Hasher()
+
+
 def digest(data: bytes) -> bytes:
-    """The index key of a record file's bytes."""
-    return hashlib.sha256(data).digest()
+    """The index key of a record file's bytes (SHA-256; OpenSSL's only once many bytes were
+    hashed: importing it costs more than hashing a few hundred records, envgen.digests)."""
+    return _HASHER.digest(data)
 
 
 def _key() -> str:
@@ -125,7 +129,7 @@ def _key() -> str:
             continue
         stamps.append((p.name, st.st_mtime_ns, st.st_size))
     raw = repr((FORMAT, envgen.__version__, sys.version_info[:2], _STORED, stamps)).encode()
-    return hashlib.sha256(raw).hexdigest()[:32]
+    return small_sha256(raw).hexdigest()[:32]
 
 
 class RecordIndex:
@@ -198,7 +202,7 @@ def open_index(results_dir: Path) -> RecordIndex:
 
     try:
         where = os.path.realpath(results_dir)
-        name = hashlib.sha256(f"{_key()}\0{where}".encode()).hexdigest()[:32]
+        name = small_sha256(f"{_key()}\0{where}".encode()).hexdigest()[:32]
         path = cache_root() / "records" / f"{name}.marshal"
     except Exception:  # e.g. a bad ENVGEN_CACHE_DIR: the commands that use it say so
         return RecordIndex(None)

@@ -155,3 +155,26 @@ def test_ids_the_resolver_builds_parse_back():
                               fields["cuda"], fields["python"], fields["os"],
                               fields["platform"]) == cid
     assert parse_combination_id("x") is None
+
+
+def test_cells_are_read_back_compiled_until_the_file_changes(tmp_path, monkeypatch):
+    """`envgen matrix github` reads cells.toml once per change (no TOML, no schema after
+    that); an edit is read and checked again, and a bad file is refused every time."""
+    from envgen.facts import cells as mod
+
+    monkeypatch.setenv("ENVGEN_FACTS_CACHE", "1")
+    monkeypatch.setenv("ENVGEN_CACHE_DIR", str(tmp_path / "cache"))
+    path = tmp_path / "cells.toml"
+    path.write_text(f'[[cell]]\ncombination = "{A}"\nflavor = "venv"\n')
+    first = mod.read_cells(path)
+    assert [(c.combination, c.flavor) for c in first] == [(A, "venv")]
+    calls = []
+    monkeypatch.setattr(mod, "_read_cells", lambda p: calls.append(p) or ())
+    assert mod.read_cells(path) == first and calls == []  # the compiled copy
+    monkeypatch.undo()
+    monkeypatch.setenv("ENVGEN_FACTS_CACHE", "1")
+    monkeypatch.setenv("ENVGEN_CACHE_DIR", str(tmp_path / "cache"))
+    path.write_text(f'[[cell]]\ncombination = "{A}"\nflavour = "venv"\n')  # a typo
+    for _ in range(2):
+        with pytest.raises(DataError, match="flavour"):
+            mod.read_cells(path)
