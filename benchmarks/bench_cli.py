@@ -22,13 +22,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
-from timing import installed_env
+from timing import installed_env, paired_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = """
@@ -85,16 +83,12 @@ def main() -> int:
     env = installed_env()  # as an installed envgen runs: byte code cached
     for argv in cmds.values():  # warm: byte code, the compiled facts, the page cache
         subprocess.run(argv, cwd=ROOT, env=env, check=True, capture_output=True)
-    times: dict[str, list[float]] = {name: [] for name in cmds}
-    for _ in range(args.repeat):
-        for name, argv in cmds.items():
-            t = time.perf_counter()
-            subprocess.run(argv, cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL)
-            times[name].append(time.perf_counter() - t)
-    base = statistics.median(times["python -c pass"])
-    results = {name: {"median_ms": round(statistics.median(ts) * 1e3, 1),
-                      "ratio": round(statistics.median(ts) / base, 2),
-                      "target": TARGETS.get(name)} for name, ts in times.items()}
+    run = {"cwd": ROOT, "env": env, "check": True, "stdout": subprocess.DEVNULL}
+    ms = paired_ms({name: (lambda a=argv: subprocess.run(a, **run)) for name, argv in cmds.items()},
+                   args.repeat)
+    base = ms["python -c pass"]
+    results = {name: {"median_ms": round(m, 1), "ratio": round(m / base, 2),
+                      "target": TARGETS.get(name)} for name, m in ms.items()}
     if args.importtime:
         results["importtime_self_us"] = dict(importtime(cmds["library: load + resolve + why"]))
 

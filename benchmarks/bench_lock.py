@@ -26,18 +26,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from timing import installed_env  # noqa: E402
+from timing import installed_env, paired_ms  # noqa: E402
 
 from envgen.facts import find_matrix_dir  # noqa: E402
 from envgen.facts.matrix import Matrix  # noqa: E402
@@ -68,17 +66,6 @@ def loopback_index(where: Path):
 
     with IndexServer() as server:
         yield serve_wheels(server, wheels(where))
-
-
-def medians(fns: dict, runs: int) -> dict[str, float]:
-    """Median seconds of each function, run alternately (drift hits all alike)."""
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(runs):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def bare_uv(pip, cache: Path, tmp: Path):
@@ -129,9 +116,9 @@ def main() -> int:
                 "--out", str(tmp / "locks"), "-q"]
         env = installed_env(pycache=tmp / "pycache")  # as installed code runs
         subprocess.run(make, check=True, stdout=subprocess.DEVNULL, env=env)  # warm the caches
-        t_make = medians({"make": lambda: subprocess.run(make, check=True, env=env,
-                                                         stdout=subprocess.DEVNULL)},
-                         args.repeat)["make"]
+        t_make = paired_ms({"make": lambda: subprocess.run(make, check=True, env=env,
+                                                           stdout=subprocess.DEVNULL)},
+                           args.repeat)["make"]
 
         facts = Matrix(matrix_dir=Path(matrix)).facts
         combo = resolve(Request(framework=args.framework, cuda=cuda, python=args.python,
@@ -151,19 +138,19 @@ def main() -> int:
         bare = bare_uv(pip, cache, tmp)
         bare()  # warm uv's cache for these inputs (make warmed it for the same ones)
         envgen_pip()
-        t = medians({"bare": bare, "envgen": envgen_pip}, args.repeat)
-        t_conda = medians({"conda": lambda: solve_conda(plan.conda, cache_dir=cache)},
-                          args.repeat)["conda"]
+        t = paired_ms({"bare": bare, "envgen": envgen_pip}, args.repeat)
+        t_conda = paired_ms({"conda": lambda: solve_conda(plan.conda, cache_dir=cache)},
+                            args.repeat)["conda"]
 
     print(f"combination   {combo.id}")
     print(f"conda channel {channel}")
     print(f"pip index     {pip.index_url}")
     print(f"requirements  {' '.join(pip.requirements)}")
     print(f"runs          {args.repeat} (medians)")
-    print(f"make (CLI, warm caches)     {t_make * 1000:8.0f} ms   target ≤ 1000 ms")
-    print(f"conda solve (py-rattler)    {t_conda * 1000:8.0f} ms")
-    print(f"pip lock, envgen            {t['envgen'] * 1000:8.0f} ms")
-    print(f"pip lock, bare uv compile   {t['bare'] * 1000:8.0f} ms")
+    print(f"make (CLI, warm caches)     {t_make:8.0f} ms   target ≤ 1000 ms")
+    print(f"conda solve (py-rattler)    {t_conda:8.0f} ms")
+    print(f"pip lock, envgen            {t['envgen']:8.0f} ms")
+    print(f"pip lock, bare uv compile   {t['bare']:8.0f} ms")
     print(f"ratio envgen / bare uv      {t['envgen'] / t['bare']:8.2f}      target ≤ 1.10")
     return 0
 
