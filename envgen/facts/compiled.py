@@ -56,12 +56,15 @@ def enabled() -> bool:
 
 
 def _code_files() -> list[Path]:
-    """What shapes the Facts besides the data: the schemas they are checked against and the
-    facts package that builds them (a source checkout changes them without a new version)."""
+    """What shapes the compiled values besides the data: the schemas they are checked
+    against, the facts package that builds them and the base modules it builds them with
+    (a source checkout changes them without a new version)."""
     schemas = _HERE.parent / "schemas"
     found = [schemas / n for n in os.listdir(schemas) if n.endswith(".schema.json")]
     found += [_HERE / n for n in os.listdir(_HERE) if n.endswith(".py")]  # (no glob: faster)
-    return sorted([*found, schemas / "check.py", _HERE.parent / "record.py"])
+    base = _HERE.parent  # the base modules the values are built and checked with
+    return sorted([*found, schemas / "check.py",
+                   *(base / n for n in ("record.py", "versions.py", "ids.py"))])
 
 
 RACY_NS = 2_000_000_000  # a file changed this recently is hashed again next time (as git)
