@@ -7,7 +7,9 @@ Commands, run round-robin (one of each per round, so a busy machine slows all al
 - ``python -c pass``: the interpreter alone (the baseline);
 - ``envgen --version``;
 - ``envgen resolve --framework deepspeed --cuda 12.1``: one request, facts from the compiled
-  copy (a first run writes it);
+  copy (a first run writes it); ``envgen`` is the installed console script (what users run),
+  and the same request is also timed through ``python -m envgen`` (which adds runpy's
+  imports);
 - import: ``import envgen.facts, envgen.resolve`` (the resolver's import cost);
 - library: the same request through the library, no CLI (import, load through the compiled
   copy, resolve, what decided, print the best id).
@@ -26,7 +28,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from timing import installed_env, paired_ms
+from timing import envgen_command, installed_env, paired_ms
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = """
@@ -40,13 +42,14 @@ print(best.id, len(decisions(request, facts, best)))
 
 
 def commands(matrix_dir: str | None) -> dict[str, list[str]]:
-    py = sys.executable
+    py, envgen = sys.executable, envgen_command()
     md = ["--matrix-dir", matrix_dir] if matrix_dir else []
+    request = [*md, "resolve", "--framework", "deepspeed", "--cuda", "12.1"]
     return {
         "python -c pass": [py, "-c", "pass"],
-        "envgen --version": [py, "-m", "envgen", "--version"],
-        "envgen resolve (one request)": [py, "-m", "envgen", *md, "resolve", "--framework",
-                                         "deepspeed", "--cuda", "12.1"],
+        "envgen --version": [*envgen, "--version"],
+        "envgen resolve (one request)": [*envgen, *request],
+        "python -m envgen resolve (one request)": [py, "-m", "envgen", *request],
         "import envgen.facts, envgen.resolve": [py, "-c", "import envgen.facts, envgen.resolve"],
         "library: load + resolve + why": [py, "-c", LIBRARY.format(md=matrix_dir)],
     }

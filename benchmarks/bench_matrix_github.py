@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from timing import installed_env, median_ms, paired_ms  # noqa: E402
+from timing import envgen_command, installed_env, median_ms, paired_ms  # noqa: E402
 
 from envgen.ci.github import github_matrix  # noqa: E402
 from envgen.facts.cells import read_cells  # noqa: E402
@@ -72,7 +72,7 @@ def setup(root: Path, cids: list[str]) -> tuple[Path, Path, Path]:
 
 def compare(cells: Path, locks: Path, results: Path, repeat: int, env: dict) -> tuple:
     """(due, plain ms, envgen ms, library ms), after checking both print the same."""
-    envgen = [sys.executable, "-m", "envgen", "matrix", "github", "--cells", str(cells),
+    envgen = [*envgen_command(), "matrix", "github", "--cells", str(cells),
               "--locks", str(locks), "--results-dir", str(results)]
     plain = [sys.executable, str(PLAIN), str(cells), str(locks), str(results)]
     a = subprocess.run(envgen, capture_output=True, text=True, env=env, cwd=ROOT)

@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from timing import installed_env, paired_ms
+from timing import envgen_command, installed_env, paired_ms
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -82,7 +82,7 @@ def setup(results: Path, n: int) -> None:
 
 def compare(results: Path, cands: Path, repeat: int, env: dict, label: str) -> None:
     for json_flag in ((), ("--json",)):
-        envgen = [sys.executable, "-m", "envgen", *json_flag, "table", "--results-dir",
+        envgen = [*envgen_command(), *json_flag, "table", "--results-dir",
                   str(results)]
         plain = [sys.executable, str(PLAIN), str(ROOT / "matrix"), str(results), str(cands),
                  *json_flag]

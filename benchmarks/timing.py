@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -45,3 +46,10 @@ def installed_env(base: dict[str, str] | None = None,
     env["PYTHONPYCACHEPREFIX"] = str(pycache or Path(tempfile.gettempdir())
                                      / "envgen-bench-pycache")
     return env
+
+
+def envgen_command() -> list[str]:
+    """The installed ``envgen`` console script next to this Python (what users run), else
+    ``python -m envgen`` (which adds runpy's imports)."""
+    script = Path(sys.executable).parent / "envgen"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "envgen"]

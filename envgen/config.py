@@ -32,7 +32,6 @@ import os
 import re
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from envgen import validate
 from envgen.errors import UsageError
@@ -40,6 +39,7 @@ from envgen.record import record
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 
@@ -126,34 +126,49 @@ PATH_KEYS = ("matrix-dir", "data-dir", "cache-dir", "ca-cert", "out")
 def cache_root() -> Path:
     """Where envgen caches (HTTP pages, solver repodata, uv): $ENVGEN_CACHE_DIR, else
     $XDG_CACHE_HOME/envgen (~/.cache/envgen). The harvester uses its ``http/`` folder."""
+    from pathlib import Path
+
+    return Path(cache_text())
+
+
+def cache_text() -> str:
+    """:func:`cache_root` as text (the start-up path imports no pathlib: envgen.facts.locate)."""
     env = os.environ.get("ENVGEN_CACHE_DIR")
     if env:
-        return validate.path(env, "ENVGEN_CACHE_DIR", "ENVGEN_CACHE_DIR")
+        return validate.path_text(env, "ENVGEN_CACHE_DIR", "ENVGEN_CACHE_DIR")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "envgen"
+    return os.path.join(base, "envgen")
 
 
-def find_config(start: Path | None = None) -> tuple[Path | None, dict[str, Any]]:
-    """The nearest envgen.toml, or pyproject.toml with a [tool.envgen] table, checked."""
-    here = (start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
+def find_config(start: str | Path | None = None) -> tuple[Path | None, dict[str, Any]]:
+    """The nearest envgen.toml, or pyproject.toml with a [tool.envgen] table, checked.
+    (The folders are walked as text: no pathlib unless a file is found.)"""
+    folder = os.path.realpath(start if start is not None else os.getcwd())
+    while True:
         for name in ("envgen.toml", "pyproject.toml"):
-            path = folder / name
-            if not path.is_file():
+            found = os.path.join(folder, name)
+            if not os.path.isfile(found):
                 continue
             try:
-                data = path.read_bytes()
+                with open(found, "rb") as fh:
+                    data = fh.read()
             except OSError as exc:
-                raise UsageError(f"cannot read {path}: {exc.strerror or exc}",
+                raise UsageError(f"cannot read {found}: {exc.strerror or exc}",
                                  hint="fix its permissions, or remove it",
-                                 source=str(path)) from None
+                                 source=found) from None
             if name == "pyproject.toml" and not may_hold_tool_table(data):
                 continue
+            from pathlib import Path
+
+            path = Path(found)
             doc = _parse_toml(path, data)
             table = doc if name == "envgen.toml" else _tool_table(doc, path)
             if table is not None:
                 return path, check_config(path, table)
-    return None, {}
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            return None, {}
+        folder = parent
 
 
 def _parse_toml(path: Path, data: bytes) -> dict[str, Any]:
@@ -197,7 +212,8 @@ def check_config(path: Path, table: dict[str, Any]) -> dict[str, Any]:
         if key in PATH_KEYS:  # relative to the config file, not the working directory
             values = validate.strings(value, source, source) if spec.many else (
                 validate.text(value, source, source),)
-            value = [str(path.parent / Path(v).expanduser()) for v in values]
+            folder = os.path.dirname(os.fspath(path))
+            value = [os.path.join(folder, os.path.expanduser(v)) for v in values]
             value = value if spec.many else value[0]
         out[key] = (tuple(spec.check(v, source, source)
                           for v in validate.strings(value, source, source))

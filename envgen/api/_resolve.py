@@ -11,8 +11,8 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Iterator
 
-from envgen.api.progress import Progress, quiet
 from envgen.facts.matrix import Matrix
+from envgen.progress import Progress, quiet
 from envgen.record import field, record
 from envgen.resolve import Combination, Request, iter_resolve, torch_verdicts
 from envgen.resolve.request import validate

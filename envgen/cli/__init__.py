@@ -11,7 +11,19 @@ import sys
 
 
 def entrypoint() -> None:
-    """The console script ``envgen``."""
+    """The console script ``envgen``. It ends without the interpreter's teardown once every
+    exit function has run (envgen/cli/quick_exit.py)."""
+    from envgen.cli import quick_exit
+
+    quick_exit.install()
+    try:
+        _run()
+    except SystemExit as exc:
+        quick_exit.leaving(exc.code)
+        raise
+
+
+def _run() -> None:
     import os
 
     if "_ARGCOMPLETE" in os.environ:  # a TAB in a shell with `envgen completion`'s script

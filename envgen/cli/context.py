@@ -4,15 +4,27 @@ checked config, and where each setting came from."""
 from __future__ import annotations
 
 import functools
+import os
 import sys
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any, TextIO
 
     from envgen.cli.progress import Reporter
     from envgen.facts.matrix import Matrix
+
+
+def wants_bars(stream: TextIO, quiet: bool, as_json: bool) -> bool:
+    """Whether progress may be drawn as live bars on ``stream`` (envgen.cli.progress): a
+    terminal, ``TERM`` not ``dumb``, no --quiet or --json."""
+    if quiet or as_json or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Context:
@@ -23,11 +35,11 @@ class Context:
                  config_path: Path | None = None, data_dir: Path | None = None,
                  out: TextIO | None = None, err: TextIO | None = None,
                  sources: dict[str, str] | None = None) -> None:
-        self.matrix_dir = matrix_dir
+        self._matrix_dir = matrix_dir  # None: the located matrix's (see matrix_dir)
         self.json, self.quiet, self.verbose = json, quiet, verbose
         self.config = {} if config is None else config
         self.config_path = config_path
-        self.data_dir = data_dir  # where refreshed facts and results are written
+        self._data_dir = data_dir  # where refreshed facts and results are written
         self.out: TextIO = sys.stdout if out is None else out
         self.err: TextIO = sys.stderr if err is None else err
         self.sources = {} if sources is None else sources  # setting → "--flag" / ENV / file:key
@@ -35,6 +47,29 @@ class Context:
     def __repr__(self) -> str:
         return (f"Context(matrix_dir={self.matrix_dir!r}, data_dir={self.data_dir!r}, "
                 f"json={self.json!r}, quiet={self.quiet!r}, verbose={self.verbose!r})")
+
+    @property
+    def matrix_dir(self) -> Path | None:
+        """The matrix directory: as given, else the located matrix's (made a Path only when
+        asked for: envgen.facts.matrix keeps it as text, start-up imports no pathlib)."""
+        if self._matrix_dir is None and "matrix" in self.__dict__:
+            return self.matrix.matrix_dir
+        return self._matrix_dir
+
+    @matrix_dir.setter
+    def matrix_dir(self, value: Path | None) -> None:
+        self._matrix_dir = value
+
+    @property
+    def data_dir(self) -> Path | None:
+        """Where refreshed facts and results are written (as given, else the matrix's)."""
+        if self._data_dir is None and "matrix" in self.__dict__:
+            return self.matrix.data_dir
+        return self._data_dir
+
+    @data_dir.setter
+    def data_dir(self, value: Path | None) -> None:
+        self._data_dir = value
 
     @functools.cached_property
     def progress(self) -> Reporter:
@@ -75,7 +110,7 @@ class Context:
         """The matrix this command reads (and the data directory it writes)."""
         from envgen.facts.matrix import Matrix
 
-        return Matrix(matrix_dir=self.matrix_dir, data_dir=self.data_dir)
+        return Matrix(matrix_dir=self._matrix_dir, data_dir=self._data_dir)
 
     @property
     def results_dir(self) -> Path:

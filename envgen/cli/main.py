@@ -10,17 +10,20 @@ stdout. No traceback reaches the user unless ``--debug``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import os
 import re
-import signal
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
+
+try:  # the signal functions without signal.py's enums (~1 ms of start-up to make them)
+    import _signal as _signals
+except ImportError:  # pragma: no cover (an interpreter without CPython's _signal)
+    import signal as _signals
 
 from envgen import __version__  # noqa: F401 (the CLI's version, for tools)
 from envgen.cli.commands import COMMANDS, MATRIX_COMMANDS
-from envgen.cli.context import Context
+from envgen.cli.context import Context, wants_bars
 from envgen.errors import (
     EnvgenError,
     Interrupted,
@@ -204,35 +207,34 @@ def make_context(args: argparse.Namespace) -> Context:
     data = ctx.setting(args, "data-dir")
     matrix = Matrix.locate(explicit, data, matrix_source=ctx.source("matrix-dir"),
                            data_source=ctx.source("data-dir"))
-    ctx.matrix_dir, ctx.data_dir = matrix.matrix_dir, matrix.data_dir
-    ctx.__dict__["matrix"] = matrix  # the cached Context.matrix
-    from envgen.cli.progress import EndsProgress, wants_bars
+    ctx.__dict__["matrix"] = matrix  # the cached Context.matrix (and matrix_dir, data_dir)
+    if wants_bars(ctx.err, ctx.quiet, ctx.json):  # (cli.progress: only where bars may be)
+        from envgen.cli.progress import EndsProgress
 
-    if wants_bars(ctx.err, ctx.quiet, ctx.json):
         ctx.out = EndsProgress(ctx.out, ctx)  # type: ignore[assignment]
     return ctx
 
 
-@contextlib.contextmanager
-def _sigterm_raises() -> Iterator[None]:
+class _SigtermRaises:
     """SIGTERM (CI cancellation, `timeout`, `docker stop`) raises errors.Interrupted, so the
-    same rollbacks run as for Ctrl-C."""
+    same rollbacks run as for Ctrl-C. (A class, not contextlib: start-up.)"""
 
+    installed = False
+
+    def __enter__(self) -> None:
+        try:
+            self.saved = _signals.signal(_signals.SIGTERM, self.handler)
+            self.installed = True
+        except ValueError:  # not the main thread: only it may handle signals
+            self.installed = False
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.installed:
+            _signals.signal(_signals.SIGTERM, self.saved)
+
+    @staticmethod
     def handler(signum, _frame):
         raise Interrupted(signum)
-
-    try:
-        saved = signal.signal(signal.SIGTERM, handler)
-        installed = True
-    except ValueError:  # not the main thread: only it may handle signals
-        installed = False
-    if not installed:
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, saved)
 
 
 def _wants(argv: list[str], flag: str) -> bool:
@@ -257,6 +259,8 @@ def _report(err: EnvgenError, as_json: bool) -> int:
 
 
 def _interrupted(exc: KeyboardInterrupt, as_json: bool) -> int:
+    import signal
+
     signum = exc.signum if isinstance(exc, Interrupted) else signal.SIGINT
     name = signal.Signals(signum).name
     notes = rollback_notes(exc)
@@ -282,15 +286,17 @@ def _tolerant_streams() -> None:
     a path that is not UTF-8) is written as an escape instead of raising."""
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
-            with contextlib.suppress(ValueError, OSError):  # a detached or closed stream
+            try:  # noqa: SIM105 (contextlib is not imported at start-up)
                 stream.reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a detached or closed stream
+                pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _tolerant_streams()
     as_json, debug = _wants(argv, "--json"), _wants(argv, "--debug")
-    with _sigterm_raises():
+    with _SigtermRaises():
         try:
             parser = build_parser(argv)
             args = parser.parse_args(argv)

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-from collections.abc import Iterator
 
 from envgen import validate
 from envgen.cli.commands import help_for
@@ -45,13 +43,19 @@ AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl
 
 
 def add_request_options(parser: argparse.ArgumentParser) -> None:
-    from envgen.cli.completers import fact_values, flavors
+    import os
+
+    # TAB offers the matrix's values (`envgen completion`): the completers are set only when
+    # argcomplete asks (its variable is set), the only time they are read
+    completing = "_ARGCOMPLETE" in os.environ
+    if completing:
+        from envgen.cli.completers import fact_values, flavors
 
     g = parser.add_argument_group("request (any subset)")
 
     def add(flag: str, metavar: str, help: str, complete: bool = True) -> argparse.Action:
         action = g.add_argument(flag, metavar=metavar, help=help)
-        if complete:  # TAB offers the matrix's values (`envgen completion`)
+        if complete and completing:
             action.completer = fact_values(action.dest)
         return action
 
@@ -74,7 +78,8 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
                  "provide: conda (default for make), venv (pip only; CUDA 13+) or os-package "
                  "(the CUDA toolkit the OS ships: needs --os, e.g. --os debian-13)",
                  complete=False)
-    flavor.completer = flavors
+    if completing:
+        flavor.completer = flavors
 
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -125,19 +130,22 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def explained(ctx: Context) -> Iterator[None]:
+class explained:  # (lower case: used as a function, `with explained(ctx):`)
     """When nothing fits, attach the explanation (text on stderr; with --json the error
-    object carries it); a usage error names where its value really came from ([defaults])."""
-    try:
-        yield
-    except InfeasibleError as exc:
-        exc.report = format_explanation(exc.explanation)
-        raise
-    except UsageError as exc:
-        if exc.source and exc.source.startswith("--"):
-            exc.source = ctx.sources.get(exc.source[2:].replace("-", "_"), exc.source)
-        raise
+    object carries it); a usage error names where its value really came from ([defaults]).
+    (A class, not contextlib.contextmanager: start-up.)"""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        if isinstance(exc, InfeasibleError):
+            exc.report = format_explanation(exc.explanation)
+        elif isinstance(exc, UsageError) and exc.source and exc.source.startswith("--"):
+            exc.source = self.ctx.sources.get(exc.source[2:].replace("-", "_"), exc.source)
 
 
 def format_table(found: list[Combination]) -> str:

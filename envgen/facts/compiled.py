@@ -32,11 +32,10 @@ another Python) is ignored: it only ever saves time. ``ENVGEN_FACTS_CACHE=0`` tu
 
 from __future__ import annotations
 
-import io
+import _pickle  # the reader only: pickle.py costs ~1 ms more to import (start-up)
+import marshal
 import os
-import pickle
 import time
-from pathlib import Path
 
 from envgen.digests import small_sha256
 from envgen.facts.model import Facts, FrameworkRelease, TorchBuild
@@ -44,33 +43,37 @@ from envgen.facts.model import Facts, FrameworkRelease, TorchBuild
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from pathlib import Path
     from typing import Any
 
 FORMAT = 3  # bump when the pickled form changes shape
 KEEP = 16  # compiled copies kept (facts, citations, cells of the matrices and versions in use)
-_HERE = Path(__file__).resolve().parent
+# paths as text: this module is on the start-up path of every command that reads facts, and
+# pathlib costs ~6 ms to import on Python 3.11 (see envgen/facts/locate.py)
+_HERE = os.path.dirname(os.path.realpath(__file__))
 
 
 def enabled() -> bool:
     return os.environ.get("ENVGEN_FACTS_CACHE", "1") != "0"
 
 
-def _code_files() -> list[Path]:
+def _code_files() -> list[str]:
     """What shapes the compiled values besides the data: the schemas they are checked
     against, the facts package that builds them and the base modules it builds them with
     (a source checkout changes them without a new version)."""
-    schemas = _HERE.parent / "schemas"
-    found = [schemas / n for n in os.listdir(schemas) if n.endswith(".schema.json")]
-    found += [_HERE / n for n in os.listdir(_HERE) if n.endswith(".py")]  # (no glob: faster)
-    base = _HERE.parent  # the base modules the values are built and checked with
-    return sorted([*found, schemas / "check.py",
-                   *(base / n for n in ("record.py", "versions.py", "ids.py"))])
+    join, base = os.path.join, os.path.dirname(_HERE)
+    schemas = join(base, "schemas")
+    found = [join(schemas, n) for n in os.listdir(schemas) if n.endswith(".schema.json")]
+    found += [join(_HERE, n) for n in os.listdir(_HERE) if n.endswith(".py")]
+    # the base modules the values are built and checked with
+    return sorted([*found, join(schemas, "check.py"),
+                   *(join(base, n) for n in ("record.py", "versions.py", "ids.py"))])
 
 
 RACY_NS = 2_000_000_000  # a file changed this recently is hashed again next time (as git)
 
 
-def key(files: list[tuple[str, Path]]) -> str:
+def key(files: list[tuple[str, str | Path]]) -> str:
     """The cache key of a load that reads ``files`` ((label, path) each: the label says where
     the file is in the matrix, e.g. ``harvested/torch.json``). Raises OSError when a file
     cannot be read (the load then reads it and reports the problem).
@@ -84,8 +87,9 @@ def key(files: list[tuple[str, Path]]) -> str:
     memo = _read_memo()
     changed = False
     h = small_sha256(f"{FORMAT}\0{__version__}\0".encode())  # (the key's few bytes)
-    for label, path in [*files, *(("code/" + p.name, p) for p in _code_files())]:
-        name = str(path)
+    code = [("code/" + os.path.basename(p), p) for p in _code_files()]
+    for label, path in [*files, *code]:
+        name = os.fspath(path)
         st = os.stat(name)
         stamp = (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev)
         known = memo.get(name)
@@ -107,18 +111,23 @@ def key(files: list[tuple[str, Path]]) -> str:
     return h.hexdigest()[:32]
 
 
-def _memo_path() -> Path:
-    from envgen.config import cache_root
+def _folder() -> str:
+    from envgen.config import cache_text
 
-    return cache_root() / "facts" / "hashes.memo"
+    return os.path.join(cache_text(), "facts")
+
+
+def _memo_path() -> str:
+    return os.path.join(_folder(), "hashes.memo")
 
 
 def _read_memo() -> dict:
+    """path → (stat, digest); marshal: plain values, and no pickle import to read them."""
     if not enabled():
         return {}
     try:
-        with _memo_path().open("rb") as fh:
-            memo = pickle.loads(fh.read())
+        with open(_memo_path(), "rb") as fh:
+            memo = marshal.loads(fh.read())
         return memo if isinstance(memo, dict) else {}
     except Exception:
         return {}
@@ -132,17 +141,14 @@ def _write_memo(memo: dict) -> None:
 
         if len(memo) > 4096:  # many matrices seen: start again
             memo.clear()
-        path = _memo_path()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_file(path, pickle.dumps(memo, protocol=pickle.HIGHEST_PROTOCOL), durable=False)
+        os.makedirs(_folder(), exist_ok=True)
+        write_file(_memo_path(), marshal.dumps(memo), durable=False)
     except Exception:
         return
 
 
-def _path(name: str) -> Path:
-    from envgen.config import cache_root
-
-    return cache_root() / "facts" / f"{name}.pickle"
+def _path(name: str) -> str:
+    return os.path.join(_folder(), f"{name}.pickle")
 
 
 def read(name: str) -> Any | None:
@@ -150,7 +156,7 @@ def read(name: str) -> Any | None:
     if not enabled():
         return None
     try:
-        with _path(name).open("rb") as fh:
+        with open(_path(name), "rb") as fh:
             return loads(fh.read())
     except Exception:
         return None
@@ -180,15 +186,19 @@ def write(name: str, facts: Any) -> None:
     if not enabled():
         return
     try:
+        import contextlib
+
         from envgen.atomic import write_file
 
-        path = _path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_file(path, dumps(facts), durable=False)
-        copies = sorted(path.parent.glob("*.pickle"), key=lambda p: p.stat().st_mtime_ns,
+        folder = _folder()
+        os.makedirs(folder, exist_ok=True)
+        write_file(_path(name), dumps(facts), durable=False)
+        copies = sorted((os.path.join(folder, n) for n in os.listdir(folder)
+                         if n.endswith(".pickle")), key=lambda p: os.stat(p).st_mtime_ns,
                         reverse=True)
         for old in copies[KEEP:]:
-            old.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):  # another envgen removed it first
+                os.unlink(old)
     except Exception:
         return
 
@@ -202,7 +212,9 @@ def dumps(facts: Any) -> bytes:
     """The compiled form of ``facts`` (any picklable value; dataclasses get the fast form):
     a header (magic, the length of the main pickle, the lengths of the parts read later),
     the main pickle, then those parts (pickle protocol 5 out-of-band buffers)."""
-    parts: list[pickle.PickleBuffer] = []
+    import io
+
+    parts: list[_pickle.PickleBuffer] = []
     buf = io.BytesIO()
     _Pickler(buf, protocol=5, buffer_callback=parts.append).dump(facts)
     main = buf.getvalue()
@@ -227,7 +239,7 @@ def loads(data: bytes) -> Any:
         at += n
     if at != len(view):
         raise ValueError("truncated or padded compiled facts file")
-    return pickle.loads(main, buffers=parts)
+    return _pickle.loads(main, buffers=parts)
 
 
 _SETTERS: dict[type, tuple] = {}
@@ -260,7 +272,7 @@ def _rebuild(cls: type, values: tuple) -> Any:
     return obj
 
 
-class _Pickler(pickle.Pickler):
+class _Pickler(_pickle.Pickler):  # (pickle.Pickler is this class)
     def __init__(self, *args, lazy: bool = True, **kw) -> None:
         super().__init__(*args, **kw)
         self.lazy = lazy
@@ -271,7 +283,7 @@ class _Pickler(pickle.Pickler):
             lazy = _LAZY_OF[cls]
             eager = tuple(getattr(obj, n) for n in lazy.EAGER)
             blob = _dumps_eager(tuple(getattr(obj, n) for n in lazy.LAZY))
-            return _rebuild_lazy, (lazy, eager, pickle.PickleBuffer(blob))
+            return _rebuild_lazy, (lazy, eager, _pickle.PickleBuffer(blob))
         if cls in _LAZY_BASE:  # a lazy record: store it as the plain record it stands for
             return self.reducer_override(_LAZY_BASE[cls]._real(obj))
         if _slotted(cls):
@@ -293,6 +305,8 @@ def _slotted(cls: type) -> bool:
 
 
 def _dumps_eager(value: Any) -> bytes:
+    import io
+
     buf = io.BytesIO()
     _Pickler(buf, protocol=5, lazy=False).dump(value)
     return buf.getvalue()
@@ -327,7 +341,7 @@ class _Lazy:
 
     def _fill(self) -> None:
         cls = type(self)
-        values = pickle.loads(cls.BLOB_GETTER(self))
+        values = _pickle.loads(cls.BLOB_GETTER(self))
         for put, value in zip(cls.LAZY_SETTERS, values, strict=True):
             put(self, value)
         cls.BLOB_SETTER(self, None)

@@ -11,14 +11,15 @@ parsers nor the validator.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from envgen.facts import compiled
-from envgen.facts.locate import harvested_dir
+from envgen.facts.locate import harvested_text
 from envgen.facts.model import Facts
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 REGENERATE = "envgen matrix update --write"
@@ -43,21 +44,23 @@ def __getattr__(name: str) -> Any:
 _CACHE: dict[tuple, Facts] = {}
 
 
-def _reads(matrix_dir: Path, harvested: Path) -> list[tuple[str, Path]]:
-    """(label, path) of every file the facts are read from."""
-    reads = [(f"harvested/{name}", harvested / name) for name in HARVESTED
-             if name not in OPTIONAL_HARVESTED or (harvested / name).exists()]
-    reads += [(f"curated/{name}.toml", matrix_dir / "curated" / f"{name}.toml")
-              for name in CURATED
-              if name not in OPTIONAL or (matrix_dir / "curated" / f"{name}.toml").exists()]
+def _reads(matrix_dir: str, harvested: str) -> list[tuple[str, str]]:
+    """(label, path) of every file the facts are read from (paths as text: no pathlib on the
+    way to a compiled copy, see envgen/facts/locate.py)."""
+    join, exists = os.path.join, os.path.exists
+    reads = [(f"harvested/{name}", join(harvested, name)) for name in HARVESTED
+             if name not in OPTIONAL_HARVESTED or exists(join(harvested, name))]
+    curated = join(matrix_dir, "curated")
+    reads += [(f"curated/{name}.toml", join(curated, f"{name}.toml")) for name in CURATED
+              if name not in OPTIONAL or exists(join(curated, f"{name}.toml"))]
     return reads
 
 
 def facts_key(matrix_dir: str | Path, data_dir: str | Path | None = None) -> str | None:
     """The digest of the files the facts of ``matrix_dir`` are read from (the compiled copy's
     key), computed without loading them; None when a file cannot be read."""
-    matrix_dir = Path(matrix_dir)
-    harvested = harvested_dir(matrix_dir, Path(data_dir) if data_dir else None)
+    matrix_dir = os.fspath(matrix_dir)
+    harvested = harvested_text(matrix_dir, data_dir or None)
     try:
         return compiled.key(_reads(matrix_dir, harvested))
     except OSError:
@@ -68,12 +71,12 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
     """Load and validate every file in ``matrix_dir``; raise DataError listing all problems.
     With ``data_dir``, harvested facts come from its harvested/ when that snapshot is newer
     (:func:`envgen.facts.locate.harvested_dir`)."""
-    matrix_dir = Path(matrix_dir)
-    harvested = harvested_dir(matrix_dir, Path(data_dir) if data_dir else None)
+    matrix_dir = os.fspath(matrix_dir)
+    harvested = harvested_text(matrix_dir, data_dir or None)
     reads = _reads(matrix_dir, harvested)
     try:  # this process's copy: by modification time (a stat per file, no reading)
-        stamp = (str(matrix_dir.resolve()), str(harvested.resolve()),
-                 tuple((str(f), f.stat().st_mtime_ns) for _, f in reads))
+        stamp = (os.path.realpath(matrix_dir), os.path.realpath(harvested),
+                 tuple((f, os.stat(f).st_mtime_ns) for _, f in reads))
     except OSError:  # a file vanished (or a dangling link): read it and report it below
         stamp = None
     if stamp in _CACHE:
@@ -90,9 +93,12 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
             _CACHE.clear()
             _CACHE[stamp] = hit
             return hit
+    from pathlib import Path
+
     from envgen.facts.parse import read_facts
 
-    facts = read_facts(matrix_dir, harvested, globals().get("check") or __getattr__("check"))
+    facts = read_facts(Path(matrix_dir), Path(harvested),
+                       globals().get("check") or __getattr__("check"))
     _CACHE.clear()
     if stamp is not None:
         _CACHE[stamp] = facts

@@ -15,88 +15,116 @@ When the data directory holds a harvested snapshot, the newer of it and the matr
 
 from __future__ import annotations
 
+import os
 import re
-from pathlib import Path
 
 from envgen.errors import DataError, FilesystemError
 
-_PACKAGE = Path(__file__).resolve().parent.parent
+TYPE_CHECKING = False  # typing is not imported at run time (start-up)
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# Paths are handled as text (os.path) here: this module is on every command's start-up path,
+# and pathlib costs ~6 ms to import on Python 3.11 (it imports urllib.parse and ipaddress).
+# The public functions return Path; the ``*_text`` ones, the same as text, are what
+# envgen.facts.matrix and envgen.facts.load use.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
+
+
+def _path(text: str) -> Path:
+    from pathlib import Path
+
+    return Path(text)
 
 
 def package_dir() -> Path:
     """The installed envgen package (never written to)."""
-    return _PACKAGE
+    return _path(_PACKAGE)
 
 
-def _inside(path: Path, folder: Path) -> bool:
-    try:
-        path.resolve().relative_to(folder.resolve())
-    except ValueError:
-        return False
-    return True
+def _inside(path: str | os.PathLike, folder: str) -> bool:
+    real, base = os.path.realpath(path), os.path.realpath(folder)
+    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
 
 
 def find_matrix_dir(explicit: str | Path | None = None, source: str | None = None) -> Path:
     """The matrix to read; ``explicit`` (from ``source``: a flag, config key or env var)
     first, else the checkout's matrix/, else the wheel's copy."""
-    import os
+    return _path(find_matrix_text(explicit, source))
 
-    candidates: list[tuple[str, Path]] = []
+
+def find_matrix_text(explicit: str | os.PathLike | None = None,
+                     source: str | None = None) -> str:
+    """:func:`find_matrix_dir` as text."""
+    candidates: list[tuple[str, str]] = []
     if not explicit and os.environ.get("ENVGEN_MATRIX_DIR", "").strip():
         explicit, source = os.environ["ENVGEN_MATRIX_DIR"], "ENVGEN_MATRIX_DIR"
     if explicit:
-        candidates.append((source or "--matrix-dir", Path(explicit)))
+        candidates.append((source or "--matrix-dir", os.fspath(explicit)))
     else:
-        candidates.append(("source checkout", _PACKAGE.parent / "matrix"))
-        candidates.append(("installed package", _PACKAGE / "_matrix"))
+        candidates.append(("source checkout", os.path.join(os.path.dirname(_PACKAGE),
+                                                           "matrix")))
+        candidates.append(("installed package", os.path.join(_PACKAGE, "_matrix")))
     for _origin, path in candidates:
-        if (path / "curated").is_dir():
+        if os.path.isdir(os.path.join(path, "curated")):
             return path
     origin, path = candidates[0]
-    problem = "is not a directory" if path.exists() and not path.is_dir() else (
-        "holds no curated/ folder" if path.is_dir() else "does not exist")
+    problem = "is not a directory" if os.path.exists(path) and not os.path.isdir(path) else (
+        "holds no curated/ folder" if os.path.isdir(path) else "does not exist")
     raise DataError(
         f"no matrix data at {path} (from {origin}): it {problem}",
         hint="point --matrix-dir or ENVGEN_MATRIX_DIR at a directory holding curated/ and "
         "harvested/, e.g. the matrix/ folder of an envgen checkout", source=source)
 
 
-def default_data_dir(matrix_dir: Path) -> Path:
+def default_data_dir(matrix_dir: str | Path) -> Path:
     """The matrix itself unless it is inside the installed package; then the user data dir."""
+    return _path(default_data_text(matrix_dir))
+
+
+def default_data_text(matrix_dir: str | os.PathLike) -> str:
+    """:func:`default_data_dir` as text."""
     if not _inside(matrix_dir, _PACKAGE):
-        return matrix_dir
+        return os.fspath(matrix_dir)
     import platformdirs
 
-    return Path(platformdirs.user_data_dir("envgen", appauthor=False))
+    return platformdirs.user_data_dir("envgen", appauthor=False)
 
 
-def check_data_dir(data_dir: Path, source: str | None = None) -> Path:
+def check_data_dir(data_dir: str | Path, source: str | None = None) -> Path:
     """``data_dir`` may be written: not inside the installed package, not a file."""
+    return _path(check_data_text(data_dir, source))
+
+
+def check_data_text(data_dir: str | os.PathLike, source: str | None = None) -> str:
+    """:func:`check_data_dir` as text."""
+    data_dir = os.fspath(data_dir)
     if _inside(data_dir, _PACKAGE):
         raise FilesystemError(
             f"{data_dir} is inside the installed envgen package; envgen never writes there "
             "(a reinstall would lose it, and a broken write would break the tool)",
             hint="write refreshed data elsewhere: --data DIR or ENVGEN_DATA (default: "
             "~/.local/share/envgen)", source=source)
-    if data_dir.exists() and not data_dir.is_dir():
+    if os.path.exists(data_dir) and not os.path.isdir(data_dir):
         raise FilesystemError(f"the data directory {data_dir} is a file",
                               hint="point --data / ENVGEN_DATA at a directory", source=source)
     return data_dir
 
 
-_GENERATED = re.compile(rb'"generated":\s*\{[^{}]*?"date":\s*"(\d{4}-\d{2}-\d{2})"')
+_GENERATED = rb'"generated":\s*\{[^{}]*?"date":\s*"(\d{4}-\d{2}-\d{2})"'  # (compiled on use)
 
 
-def generated_date(harvested: Path) -> str | None:
+def generated_date(harvested: str | os.PathLike) -> str | None:
     """The date a harvested/ snapshot was written (its torch.json's ``generated.date``).
     Hand-written: the object is read from the file's last KiB (its keys are sorted, so
     ``generated`` comes after the builds) — parsing the 300 KB file took 20 ms, the tail
     0.1 ms; a file written otherwise is parsed whole."""
+    torch = os.path.join(harvested, "torch.json")
     try:
-        with open(harvested / "torch.json", "rb") as f:
+        with open(torch, "rb") as f:
             f.seek(0, 2)
             f.seek(max(0, f.tell() - 1024))
-            found = _GENERATED.search(f.read())
+            found = re.search(_GENERATED, f.read())
     except OSError:
         return None
     if found:
@@ -104,21 +132,27 @@ def generated_date(harvested: Path) -> str | None:
     import json  # a file written otherwise: parsed whole
 
     try:
-        doc = json.loads((harvested / "torch.json").read_text(encoding="utf-8"))
+        with open(torch, encoding="utf-8") as f:
+            doc = json.load(f)
     except (OSError, ValueError):
         return None
     gen = doc.get("generated") if isinstance(doc, dict) else None
     return str(gen.get("date")) if isinstance(gen, dict) and gen.get("date") else None
 
 
-def harvested_dir(matrix_dir: Path, data_dir: Path | None) -> Path:
+def harvested_dir(matrix_dir: str | Path, data_dir: str | Path | None) -> Path:
     """The harvested/ folder facts are read from (see the module docstring)."""
-    shipped = Path(matrix_dir) / "harvested"
-    if data_dir is None or Path(data_dir).resolve() == Path(matrix_dir).resolve():
+    return _path(harvested_text(matrix_dir, data_dir))
+
+
+def harvested_text(matrix_dir: str | os.PathLike, data_dir: str | os.PathLike | None) -> str:
+    """:func:`harvested_dir` as text."""
+    shipped = os.path.join(matrix_dir, "harvested")
+    if data_dir is None or os.path.realpath(data_dir) == os.path.realpath(matrix_dir):
         return shipped
-    refreshed = Path(data_dir) / "harvested"
-    if not all((refreshed / f).is_file() for f in ("torch.json", "frameworks.json",
-                                                   "cuda.json")):
+    refreshed = os.path.join(data_dir, "harvested")
+    if not all(os.path.isfile(os.path.join(refreshed, f))
+               for f in ("torch.json", "frameworks.json", "cuda.json")):
         return shipped
     mine, theirs = generated_date(refreshed), generated_date(shipped)
     if theirs and mine and theirs > mine:
