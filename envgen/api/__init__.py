@@ -21,8 +21,6 @@ modules are private (``_make.py`` …) so that ``envgen.api.make`` stays the fun
 
 from __future__ import annotations
 
-import importlib
-
 _EXPORTS = {
     "Matrix": "envgen.facts.matrix",
     "Progress": "envgen.api.progress",
@@ -140,7 +138,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'envgen.api' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
+    value = getattr(__import__(module, fromlist=(name,)), name)  # (not importlib: start-up)
     globals()[name] = value
     return value
 

@@ -11,15 +11,15 @@ import sys
 
 
 def entrypoint() -> None:
-    """The console script ``envgen``. It ends without the interpreter's teardown once every
-    exit function has run (envgen/cli/quick_exit.py)."""
-    from envgen.cli import quick_exit
+    """The console script ``envgen``. It starts without garbage collection and ends without
+    the interpreter's teardown once every exit function has run (envgen/cli/lifecycle.py)."""
+    from envgen.cli import lifecycle
 
-    quick_exit.install()
+    lifecycle.begin()
     try:
         _run()
     except SystemExit as exc:
-        quick_exit.leaving(exc.code)
+        lifecycle.leaving(exc.code)
         raise
 
 

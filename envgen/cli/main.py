@@ -10,7 +10,6 @@ stdout. No traceback reaches the user unless ``--debug``.
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import re
 import sys
@@ -22,6 +21,7 @@ except ImportError:  # pragma: no cover (an interpreter without CPython's _signa
     import signal as _signals
 
 from envgen import __version__  # noqa: F401 (the CLI's version, for tools)
+from envgen.cli import lifecycle
 from envgen.cli.commands import COMMANDS, MATRIX_COMMANDS
 from envgen.cli.context import Context, wants_bars
 from envgen.errors import (
@@ -141,7 +141,7 @@ def _add(sub, name: str, module: str | None, help_text: str, selected: str | Non
     known command is named (``selected`` ""), a stub that only lists it in the help and the
     error; else nothing: the modules of the other commands are never imported."""
     if selected is None or selected == name:
-        importlib.import_module(module).register(sub, common)
+        __import__(module, fromlist=("register",)).register(sub, common)  # (no importlib: start-up)
     elif not selected:
         sub.add_parser(name, help=help_text, add_help=False)
 
@@ -304,6 +304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.print_help(sys.stderr)
                 raise UsageError("which command?", hint="run `envgen --help` to list them")
             ctx = make_context(args)
+            lifecycle.started()  # the collector back on (off while the console script starts)
             try:
                 return int(args.func(args, ctx) or 0)
             finally:

@@ -9,8 +9,6 @@ the one owner of those files; every other stage takes its values, never a path.
 
 from __future__ import annotations
 
-import importlib
-
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
     from typing import Any
@@ -42,4 +40,5 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'envgen.facts' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"envgen.facts.{module}"), name)
+    # (__import__, not importlib: importing importlib is start-up time)
+    return getattr(__import__(f"envgen.facts.{module}", fromlist=(name,)), name)

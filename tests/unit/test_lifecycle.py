@@ -1,4 +1,4 @@
-"""envgen/cli/quick_exit.py: the console script ends without the interpreter's teardown, after
+"""envgen/cli/lifecycle.py: the console script ends without the interpreter's teardown, after
 every exit function ran, with the right code and all output written; otherwise the normal
 exit. Each case is a real Python process."""
 
@@ -15,9 +15,9 @@ import pytest
 # registered after install (as a command's logging or temporary directory would) writes RAN.
 PROGRAM = """
 import atexit, sys
-from envgen.cli import quick_exit
+from envgen.cli import lifecycle
 {before}
-installed = quick_exit.install()
+installed = lifecycle.install()
 
 class Torn:
     def __del__(self, path=sys.argv[1] + "/TORN", open=open):  # (teardown clears globals)
@@ -27,7 +27,7 @@ keep = Torn()
 atexit.register(lambda: open(sys.argv[1] + "/RAN", "w").close())
 sys.stdout.write("x" * 100000)  # buffered, not flushed: the quick exit must flush it
 sys.stderr.write("installed=%s\\n" % installed)
-quick_exit.leaving({code!r})
+lifecycle.leaving({code!r})
 raise SystemExit({code!r})
 """
 
@@ -87,3 +87,36 @@ def test_a_reader_that_left_is_no_error(tmp_path):
     reader.stdin.close()
     reader.wait(timeout=30)
     assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr
+
+
+def test_no_collection_while_starting_and_the_collector_back_for_the_command(tmp_path):
+    """begin() holds the collector off; started() freezes what start-up made and turns it on
+    again (a long command collects as usual); a collector someone else turned off stays off."""
+    code = """
+import gc
+from envgen.cli import lifecycle
+lifecycle.begin()
+off = gc.isenabled()
+lifecycle.started()
+on, frozen = gc.isenabled(), gc.get_freeze_count()
+gc.disable()
+lifecycle.begin(); lifecycle.started()
+print(off, on, frozen > 1000, gc.isenabled())
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout.split()
+    assert out == ["False", "True", "True", "False"]
+
+
+def test_a_command_run_in_process_keeps_the_callers_collector(monkeypatch):
+    """main() (tests, embedding) never turns the collector off or on: only the console
+    script's begin() does."""
+    import gc
+    import io
+
+    from envgen.cli.main import main
+
+    monkeypatch.setattr(sys, "stdout", io.StringIO())
+    assert gc.isenabled()
+    assert main(["resolve", "--framework", "deepspeed", "--cuda", "12.1"]) == 0
+    assert gc.isenabled()
