@@ -61,7 +61,7 @@ examples:
 configuration: envgen.toml or [tool.envgen] in pyproject.toml; see README "Configuration".
 """
 
-_ARG_SOURCE = re.compile(r"^argument (-[-\w]+)")
+_ARG_SOURCE = r"^argument (-[-\w]+)"  # (compiled, and cached by re, on a usage error only)
 
 
 def _columns() -> int:
@@ -85,7 +85,7 @@ class _Parser(argparse.ArgumentParser):
         return self.formatter_class(prog=self.prog, width=_columns() - 2)  # as argparse: -2
 
     def error(self, message: str):  # a usage error like any other (text or JSON)
-        match = _ARG_SOURCE.match(message)
+        match = re.match(_ARG_SOURCE, message)
         err = UsageError(message, hint=f"run `{self.prog} --help` for the options",
                          source=match.group(1) if match else None)
         err.report = self.format_usage().rstrip()
