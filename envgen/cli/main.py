@@ -64,10 +64,19 @@ configuration: envgen.toml or [tool.envgen] in pyproject.toml; see README "Confi
 _ARG_SOURCE = r"^argument (-[-\w]+)"  # (compiled, and cached by re, on a usage error only)
 
 
+_WIDTH: list[int] = []  # the width, found once per parser built (argparse asks per argument)
+
+
 def _columns() -> int:
     """The terminal's width, as ``shutil.get_terminal_size`` gives it ($COLUMNS, then stdout's
     terminal, else 80). Hand-written (reason: argparse imports shutil, and with it bz2, lzma
     and zlib, ~3 ms, for each parser it makes when not given a width)."""
+    if not _WIDTH:
+        _WIDTH.append(_find_columns())
+    return _WIDTH[0]
+
+
+def _find_columns() -> int:
     try:
         columns = int(os.environ.get("COLUMNS", "0"))
     except ValueError:
@@ -164,6 +173,7 @@ class VersionAction(argparse.Action):
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with ``argv`` only the command it names is set up in full."""
     command, subcommand = _selected(argv)
+    _WIDTH.clear()  # (found again for each parser: $COLUMNS or the terminal may have changed)
     common = common_options()
     parser = _Parser(prog="envgen", description=DESCRIPTION, epilog=EPILOG, parents=[common],
                      formatter_class=argparse.RawDescriptionHelpFormatter)
