@@ -85,6 +85,18 @@ def doctor_envs(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def cuda_wheel_envs(session: nox.Session) -> None:
+    """The verification tests whose CPU environment needs a CUDA build of torch from PyPI
+    (several GB of NVIDIA wheels): `envgen verify all` → record → table for Colossal-AI 0.5.0,
+    whose torch cap (2.5.1) has no CPU wheel on PyPI. The other frameworks' cases run in
+    `nox -s tests`. Extra arguments go to pytest."""
+    _require_supported_python(session)
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "cuda_toolchain", "-p", "no:randomly", "tests/verify",
+                *session.posargs, env={"ENVGEN_REQUIRE_TORCH": "1"})
+
+
+@nox.session(python=PYTHON, default=False)
 def image(session: nox.Session) -> None:
     """Lock one combination and build its image with the ops compiled (needs dockerd).
 
