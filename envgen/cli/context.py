@@ -50,26 +50,20 @@ class Context:
 
     @property
     def matrix_dir(self) -> Path | None:
-        """The matrix directory: as given, else the located matrix's (made a Path only when
-        asked for: envgen.facts.matrix keeps it as text, start-up imports no pathlib)."""
-        if self._matrix_dir is None and "matrix" in self.__dict__:
-            return self.matrix.matrix_dir
-        return self._matrix_dir
-
-    @matrix_dir.setter
-    def matrix_dir(self, value: Path | None) -> None:
-        self._matrix_dir = value
+        """The matrix directory: as given, else the located matrix's."""
+        return self._given_or_located("matrix_dir", self._matrix_dir)
 
     @property
     def data_dir(self) -> Path | None:
-        """Where refreshed facts and results are written (as given, else the matrix's)."""
-        if self._data_dir is None and "matrix" in self.__dict__:
-            return self.matrix.data_dir
-        return self._data_dir
+        """Where refreshed facts and results are written: as given, else the matrix's."""
+        return self._given_or_located("data_dir", self._data_dir)
 
-    @data_dir.setter
-    def data_dir(self, value: Path | None) -> None:
-        self._data_dir = value
+    def _given_or_located(self, name: str, given: Path | None) -> Path | None:
+        """(A Path made only when asked for: envgen.facts.matrix keeps the located directories
+        as text, so that start-up imports no pathlib.)"""
+        if given is None and "matrix" in self.__dict__:
+            return getattr(self.matrix, name)
+        return given
 
     @functools.cached_property
     def progress(self) -> Reporter:

@@ -10,6 +10,7 @@ stdout. No traceback reaches the user unless ``--debug``.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import sys
@@ -64,19 +65,10 @@ configuration: envgen.toml or [tool.envgen] in pyproject.toml; see README "Confi
 _ARG_SOURCE = r"^argument (-[-\w]+)"  # (compiled, and cached by re, on a usage error only)
 
 
-_WIDTH: list[int] = []  # the width, found once per parser built (argparse asks per argument)
-
-
 def _columns() -> int:
     """The terminal's width, as ``shutil.get_terminal_size`` gives it ($COLUMNS, then stdout's
     terminal, else 80). Hand-written (reason: argparse imports shutil, and with it bz2, lzma
     and zlib, ~3 ms, for each parser it makes when not given a width)."""
-    if not _WIDTH:
-        _WIDTH.append(_find_columns())
-    return _WIDTH[0]
-
-
-def _find_columns() -> int:
     try:
         columns = int(os.environ.get("COLUMNS", "0"))
     except ValueError:
@@ -90,8 +82,12 @@ def _find_columns() -> int:
 
 
 class _Parser(argparse.ArgumentParser):
+    @functools.cached_property
+    def _width(self) -> int:  # (found once per parser: argparse asks for each argument added)
+        return _columns() - 2  # as argparse: -2
+
     def _get_formatter(self) -> argparse.HelpFormatter:
-        return self.formatter_class(prog=self.prog, width=_columns() - 2)  # as argparse: -2
+        return self.formatter_class(prog=self.prog, width=self._width)
 
     def error(self, message: str):  # a usage error like any other (text or JSON)
         match = re.match(_ARG_SOURCE, message)
@@ -173,7 +169,6 @@ class VersionAction(argparse.Action):
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     """The parser; with ``argv`` only the command it names is set up in full."""
     command, subcommand = _selected(argv)
-    _WIDTH.clear()  # (found again for each parser: $COLUMNS or the terminal may have changed)
     common = common_options()
     parser = _Parser(prog="envgen", description=DESCRIPTION, epilog=EPILOG, parents=[common],
                      formatter_class=argparse.RawDescriptionHelpFormatter)
