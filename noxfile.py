@@ -265,6 +265,26 @@ def evidence(session: nox.Session) -> None:
     session.run("envgen", "table", "--write")
 
 
+# The lent GPU machine (docs/gpu-runners.md): its torch, and the packages it already has for it
+GPU_MACHINE = ["--torch", "2.11.0", "--cuda", "13.0", "--python", "3.12", "--os", "ubuntu-24.04",
+               "--gpu-arch", "sm_90", "--nvcc", "13.0", "--machine-provides",
+               "sympy,mpmath,networkx,jinja2,markupsafe,filelock,fsspec,typing-extensions"]
+
+
+@nox.session(python=PYTHON, default=False)
+def gpu_batch(session: nox.Session) -> None:
+    """Prepare gpu-carry/ for an offline GPU machine with its own torch: every DeepSpeed and
+    Megatron-Core release that accepts that torch and is not yet at T3, newest first, locked,
+    with their packages (not torch or CUDA) downloaded hash-checked, up to the size that can
+    be carried. There: `python3 -m envgen.verify.batch run gpu-carry --out DIR`; back here:
+    `envgen results add DIR/records/*.json && envgen table --write`.
+    Extra arguments replace the machine's (`python -m envgen.verify.batch prepare --help`)."""
+    session.install("-e", ".")
+    shutil.rmtree("gpu-carry", ignore_errors=True)
+    session.run("python", "-m", "envgen.verify.batch", "prepare", "--out", "gpu-carry",
+                "--budget-mib", "50", *(session.posargs or GPU_MACHINE))
+
+
 @nox.session(python=PYTHON, default=False)
 def publish(session: nox.Session) -> None:
     """Store the records in results/ and regenerate the compatibility table.
