@@ -229,8 +229,25 @@ def gateway(client, network: str | None) -> str | None:
         configs = client.networks.get(name).attrs.get("IPAM", {}).get("Config") or []
     except Exception:  # docker errors: no such network, an old daemon
         return None
-    return next((c["Gateway"] for c in configs if c.get("Gateway") and ":" not in c["Gateway"]),
-                None)
+    return ipam_gateway(configs)
+
+
+def ipam_gateway(configs: list[dict]) -> str | None:
+    """The IPv4 gateway of a network's IPAM configs. A daemon restarted over an existing
+    docker0 lists the default bridge's subnet without its gateway: the default IPAM driver
+    gives the gateway the subnet's first address, so that is the answer then."""
+    import ipaddress
+
+    found = next((c["Gateway"] for c in configs
+                  if c.get("Gateway") and ":" not in c["Gateway"]), None)
+    if found is not None:
+        return found
+    subnet = next((c["Subnet"] for c in configs if c.get("Subnet") and ":" not in c["Subnet"]),
+                  None)
+    try:
+        return str(next(ipaddress.ip_network(subnet).hosts())) if subnet else None
+    except (ValueError, StopIteration):
+        return None
 
 
 @contextlib.contextmanager

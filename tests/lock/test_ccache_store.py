@@ -147,3 +147,17 @@ def test_a_real_ccache_hits_the_store_and_writes_nothing_locally(store, tmp_path
     assert objects[0] == objects[1]
     assert [p for p in local.rglob("*") if p.is_file() and p.stat().st_size] == []
     assert any(Path(running.root).rglob("*"))
+
+
+def test_the_gateway_is_the_listed_one_else_the_subnets_first_address():
+    """dockerd restarted over an existing docker0 lists the default bridge as
+    {"Subnet": "172.17.0.0/16"} only (seen on the CI machine): the ops step then lost its
+    store, and the build said "no bridge gateway"."""
+    from envgen.image.ccache_store import ipam_gateway
+
+    assert ipam_gateway([{"Subnet": "172.17.0.0/16", "Gateway": "172.17.0.1"}]) == "172.17.0.1"
+    assert ipam_gateway([{"Subnet": "172.17.0.0/16"}]) == "172.17.0.1"
+    assert ipam_gateway([{"Subnet": "fd00::/64", "Gateway": "fd00::1"},
+                         {"Subnet": "10.9.0.0/24"}]) == "10.9.0.1"
+    assert ipam_gateway([{"Subnet": "fd00::/64"}]) is None
+    assert ipam_gateway([]) is None and ipam_gateway([{"Subnet": "not a subnet"}]) is None
