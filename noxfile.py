@@ -68,6 +68,26 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/bench_lock.py", *session.posargs)
 
 
+# the tests that build images, start daemons and containers, drive a browser or write caches
+STATEFUL = "(docker or cluster or browser or broken_env) and not cuda_toolchain and not op_compile"
+
+
+@nox.session(python=PYTHON, default=False)
+def twice(session: nox.Session) -> None:
+    """The Docker, cluster, browser and broken-environment tests twice in a row on this
+    machine, nothing pruned in between: the second run finds Docker's build cache, the images,
+    the registry and the caches the first one left, as CI does after a session, and must pass
+    as the first did. Needs what `.ci/run` sets up (tests/support/*-up.sh, as root). Extra
+    arguments go to both pytest runs."""
+    _require_supported_python(session)
+    session.install("-e", ".[test]")
+    env = {"ENVGEN_REQUIRE_DOCKER": "1", "ENVGEN_REQUIRE_TORCH": "1",
+           "ENVGEN_REQUIRE_BROWSER": "1"}
+    for run in (1, 2):
+        session.log(f"run {run} of 2 ({'as this machine is' if run == 1 else 'warm'})")
+        session.run("pytest", "-m", STATEFUL, "-p", "no:randomly", *session.posargs, env=env)
+
+
 @nox.session(python=PYTHON, default=False)
 def doctor_envs(session: nox.Session) -> None:
     """The doctor's real broken environments that need CUDA builds of torch and CUDA toolkits
