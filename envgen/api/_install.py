@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from envgen.api.progress import Progress, quiet
+from envgen.lock.activation import Activation
 from envgen.lock.install import install as install_lock
 
 
@@ -22,6 +23,7 @@ class InstallRequest:
     cache_dir: Path
     ca_cert: Path | None = None
     clear_incomplete: bool = False  # remove the debris of a killed install into prefix first
+    python: str | None = None  # venv flavors: the interpreter (PATH or X.Y); default: found
 
 
 @dataclass(frozen=True)
@@ -31,17 +33,20 @@ class InstallResult:
     conda_packages: int
     pip_packages: int
     seconds: float
+    activation: Activation | None = None  # what the env sets (CUDA_HOME, CC, …) and notes
 
     def to_dict(self) -> dict:
         return {"prefix": str(self.prefix), "python": str(self.python),
                 "conda_packages": self.conda_packages, "pip_packages": self.pip_packages,
-                "seconds": round(self.seconds, 3)}
+                "seconds": round(self.seconds, 3),
+                "environment": self.activation.to_dict() if self.activation else None}
 
 
 def install(req: InstallRequest, *, progress: Progress = quiet) -> InstallResult:
     started = time.monotonic()
     done = install_lock(req.lock_dir, req.prefix, cache_dir=req.cache_dir, ca_cert=req.ca_cert,
-                        clear_incomplete=req.clear_incomplete, progress=progress)
+                        clear_incomplete=req.clear_incomplete, python=req.python,
+                        progress=progress)
     return InstallResult(prefix=done.prefix, python=done.python,
                          conda_packages=done.conda_packages, pip_packages=done.pip_packages,
-                         seconds=time.monotonic() - started)
+                         seconds=time.monotonic() - started, activation=done.activation)

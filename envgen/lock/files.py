@@ -73,6 +73,9 @@ def regenerate_command(plan: LockPlan, options: LockOptions) -> str:
             args += ["--base", options.image.base]
         for arch in options.image.gpu_archs:
             args += ["--gpu-arch", arch]
+    else:
+        for arch in options.gpu_archs:
+            args += ["--gpu-arch", arch]
     return shlex.join(args)
 
 

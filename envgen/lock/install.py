@@ -30,6 +30,7 @@ from envgen.errors import (
     filesystem_error,
     note_rollback,
 )
+from envgen.lock.activation import Activation
 from envgen.lock.envs import InstallError
 from envgen.lock.files import BUILD_LOCK, PIP_LOCK, PYLOCK
 from envgen.lock.flavors import flavor_for
@@ -42,6 +43,7 @@ class InstallResult:
     conda_packages: int
     pip_packages: int
     python: Path
+    activation: Activation | None = None  # the toolchain variables the env sets
 
 
 def verify_files(lock_dir: Path, manifest: Manifest) -> None:
@@ -189,6 +191,32 @@ def _pip_failure(name: str, output: str, lock: str) -> Exception:
                         hint=f"see {name}'s message above")
 
 
+def _site_packages(python: Path) -> Path:
+    proc = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], capture_output=True, text=True, timeout=120,
+                          check=False)
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise InstallError(f"{python} cannot say where its site-packages are: "
+                           f"{proc.stderr.strip()[-500:]}", hint="the env's Python is broken; "
+                           "remove the prefix and install again")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def _activate(manifest: Manifest, prefix: Path, progress: Callable[[str], None]) -> Activation:
+    """Make the env see its locked toolchain (envgen/lock/activation.py)."""
+    from envgen.lock import activation
+    from envgen.lock.flavors import flavor_for
+
+    site = _site_packages(prefix / "bin" / "python")
+    act = activation.plan(manifest, prefix, site)
+    activation.write(act, prefix, site, flavor_for(manifest.flavor).env_kind)
+    progress("the env sets " + (", ".join(f"{k}={v}" for k, v in act.values.items())
+                                or "nothing") + " for its Python and on activation")
+    for note in act.notes:
+        progress(f"  note: {note}")
+    return act
+
+
 MARKER = ".envgen-install.json"  # in a prefix while envgen installs into it
 
 
@@ -287,7 +315,7 @@ def _write_marker(prefix: Path, manifest: Manifest) -> None:
 
 
 def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | None = None,
-            clear_incomplete: bool = False,
+            clear_incomplete: bool = False, python: str | None = None,
             progress: Callable[[str], None] = lambda _m: None) -> InstallResult:
     """Install the lock in ``lock_dir`` into ``prefix`` (new, or an empty folder).
 
@@ -312,9 +340,11 @@ def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | No
     try:
         _write_marker(prefix, manifest)
         conda = flavor_for(manifest.flavor).create_env(manifest, prefix, cache_dir=cache_dir,
-                                                        ca_cert=ca_cert, progress=progress)
+                                                        ca_cert=ca_cert, progress=progress,
+                                                        python=python)
         pip = _install_pip(lock_dir, prefix, ca_cert, cache_dir, progress,
                            build_lock=BUILD_LOCK in manifest.files)
+        activation = _activate(manifest, prefix, progress)
         (prefix / MARKER).unlink(missing_ok=True)
     except BaseException as exc:
         if created:
@@ -327,4 +357,4 @@ def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | No
             raise filesystem_error(exc, "installing into", prefix) from None
         raise
     return InstallResult(prefix=prefix, conda_packages=conda, pip_packages=pip,
-                         python=prefix / "bin" / "python")
+                         python=prefix / "bin" / "python", activation=activation)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from envgen.errors import DataError, UsageError
@@ -32,6 +32,7 @@ class LockOptions:
     cache_dir: Path | None = None
     ca_cert: Path | None = None
     image: object | None = None  # envgen.image.render.ImageOptions: also write a Dockerfile
+    gpu_archs: tuple[str, ...] = ()  # --gpu/--gpu-arch: the env's TORCH_CUDA_ARCH_LIST
 
 
 @dataclass(frozen=True)
@@ -149,7 +150,20 @@ def make_plan(facts: Facts, combo: Combination, options: LockOptions,
     if facts.toolchain is None:
         raise DataError("the matrix has no curated/toolchain.toml",
                         hint="restore matrix/curated/toolchain.toml from the repository")
-    return flavor_for(options.flavor).plan(facts, combo, options, sources)
+    plan = flavor_for(options.flavor).plan(facts, combo, options, sources)
+    if options.gpu_archs:  # the installed env's JIT builds target these GPUs only
+        plan = replace(plan, env={**plan.env,
+                                  "TORCH_CUDA_ARCH_LIST": host_arch_list(options.gpu_archs)})
+    return plan
+
+
+def host_arch_list(archs: tuple[str, ...]) -> str:
+    """sm_80, sm_90 → "8.0;9.0": the GPUs an installed env compiles its JIT ops for (an
+    image adds PTX for GPUs it was not built for; a machine's env knows its GPUs)."""
+    from envgen.resolve.checks import cc_of
+
+    return ";".join(f"{a}.{b}{arch[len(arch.rstrip('af')):]}" for (a, b), arch in
+                    sorted((cc_of(x), x) for x in dict.fromkeys(archs)))
 
 
 def _rule(tc: Toolchain, flavor: str, combo: Combination) -> CudaRule:

@@ -28,6 +28,9 @@ MANYLINUX = "manylinux_2_28_x86_64"
 DS_OPS = ("fused_adam", "cpu_adam", "transformer_inference", "async_io")
 # as DeepSpeed's setup.py records it: async_io pulls in pin_memory, which nobody asked for
 INSTALLED = {**{op: True for op in DS_OPS}, "pin_memory": True, "cpu_lion": False}
+# what the real nvcc 13.0.88 prints for --version (its last two lines)
+NVCC_STANDIN = ("#!/bin/sh\necho 'Cuda compilation tools, release 13.0, V13.0.88'\n"
+                "echo 'Build cuda_13.0.r13.0/compiler.36424714_0'\n")
 SOABI = f"cpython-{sys.version_info.major}{sys.version_info.minor}-x86_64-linux-gnu"
 
 
@@ -94,7 +97,9 @@ def wheels(out: Path) -> list[Path]:
             f"nvidia-cuda-runtime==13.0.96.*; extra == '{x}'" for x in (
                 "cudart", "nvrtc", "cublas", "cusparse", "cusolver", "curand", "profiler",
                 "nvtx")]),
-        build_wheel(out, "nvidia-cuda-nvcc", "13.0.88", tag="py3-none-manylinux_2_27_x86_64"),
+        build_wheel(out, "nvidia-cuda-nvcc", "13.0.88", tag="py3-none-manylinux_2_27_x86_64",
+                    files={"nvidia_cuda_nvcc/__init__.py": '__version__ = "13.0.88"\n',
+                           "nvidia/cu13/bin/nvcc": NVCC_STANDIN}),
         build_wheel(out, "nvidia-cuda-runtime", "13.0.96", tag="py3-none-manylinux_2_27_x86_64",
                     files={"nvidia/cu13/lib/libcudart.so.13": "placeholder\n"}),
     ]

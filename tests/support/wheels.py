@@ -75,7 +75,8 @@ def _zip(members: dict[str, bytes]) -> bytes:
         for path, data in members.items():
             info = zipfile.ZipInfo(path, date_time=_ZIP_DATE)
             info.compress_type = zipfile.ZIP_DEFLATED
-            info.external_attr = 0o644 << 16
+            # programs (a wheel's nvidia/cu13/bin/nvcc) are executable once installed
+            info.external_attr = (0o755 if "/bin/" in path else 0o644) << 16
             zf.writestr(info, data)
     return buf.getvalue()
 
