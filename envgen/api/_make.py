@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from envgen.api.progress import Progress, quiet
-from envgen.errors import UsageError
+from envgen.errors import NetworkError, UsageError
 from envgen.facts.matrix import Matrix
 from envgen.ids import parse_combination_id
 from envgen.image.render import ImageOptions
@@ -112,6 +112,59 @@ def choose(req: MakeRequest, facts) -> Combination:
     return combo
 
 
+def _without_conda(req: MakeRequest, facts) -> str:
+    """What the flavors that need no conda channel give for this request: --flavor venv (PyPI
+    only) and --flavor os-package on each OS that ships a CUDA toolkit, each as the
+    combination it would lock (without --cuda when that CUDA is not theirs)."""
+    from envgen.errors import InfeasibleError
+
+    request = replace(req.request, pythons=(), os_pythons=())
+    tries = [("venv", request.os)] + [
+        ("os-package", t.os) for t in sorted(facts.os_toolkits.values(), key=lambda t: t.os)
+        if t.os in facts.oses and request.os in (None, t.os)]
+    out = []
+    for flavor, os_id in tries:
+        flags = f"--flavor {flavor}" + (f" --os {os_id}" if flavor == "os-package" else "")
+        asked = replace(request, flavor=flavor, os=os_id)
+        for attempt in (asked, replace(asked, cuda=None, nvcc=None)):
+            try:
+                combo = resolve(attempt, facts, limit=1)[0]
+            except (InfeasibleError, UsageError):
+                continue
+            dropped = "" if attempt is asked else f" (not CUDA {request.cuda})"
+            out.append(f"{flags} gives {combo.id}{dropped}")
+            break
+        else:
+            out.append(f"{flags} has nothing for this request")
+    return "; ".join(out)
+
+
+def _with_target_pythons(req: MakeRequest, matrix: Matrix, progress: Progress) -> MakeRequest:
+    """The venv flavors build on a Python the target has: with ``--image``, the base image's
+    (per OS, curated/images.toml); else, when no --python was given, this machine's."""
+    from envgen.lock.flavors import flavor_for
+
+    flavor = req.request.flavor or req.lock.flavor
+    if req.combination or req.request.python or flavor not in ("venv", "os-package") \
+            or flavor_for(flavor).own_python:
+        return req
+    if req.image is not None:
+        if req.image.base:  # the user's base: its Python is theirs to know
+            return req
+        bases = matrix.images.bases
+        return replace(req, request=replace(req.request, os_pythons=tuple(
+            (os_id, tuple(b.python)) for os_id, b in sorted(bases.items()))))
+    from envgen.lock import pythons
+
+    found = pythons.listed()
+    if not found:
+        progress("no python3.X found on PATH or in pyenv, uv or conda: any Python the "
+                 "matrix has (install needs that one)")
+        return req
+    have = tuple(dict.fromkeys(f.version for f in found))
+    return replace(req, request=replace(req.request, pythons=have))
+
+
 def make(req: MakeRequest, *, matrix: Matrix | None = None, progress: Progress = quiet,
          on_debris: Progress = quiet) -> MakeResult:
     """Resolve, lock (and render the image files), write. ``on_debris`` hears of leftovers of
@@ -127,9 +180,14 @@ def make(req: MakeRequest, *, matrix: Matrix | None = None, progress: Progress =
                          "machine whose nvcc you named", source="--nvcc")
     matrix = matrix or Matrix.locate()
     facts = matrix.facts
+    req = _with_target_pythons(req, matrix, progress)
     combo = choose(req, facts)
     progress(f"resolved {combo.id}")
     options, recipes = req.lock, None
+    if req.image is None and (req.request.gpu_arch or req.request.gpu):
+        arch = check_request(Request(gpu_arch=req.request.gpu_arch, gpu=req.request.gpu),
+                             facts).gpu_arch  # --gpu H100: its sm_90
+        options = replace(options, gpu_archs=(arch,) if arch else ())
     if req.image is not None:
         image = req.image
         if not image.gpu_archs and req.request.gpu:  # --gpu H100: build for sm_90
@@ -137,8 +195,13 @@ def make(req: MakeRequest, *, matrix: Matrix | None = None, progress: Progress =
             image = replace(image, gpu_archs=(arch,) if arch else ())
         recipes = matrix.images
         options = replace(options, image=image)
-    result = lock_with_image(facts, combo, options, matrix.index_urls(), recipes,
-                             progress=progress)
+    try:
+        result = lock_with_image(facts, combo, options, matrix.index_urls(), recipes,
+                                 progress=progress)
+    except NetworkError as exc:
+        if combo.nvcc_from == "conda" or (options.flavor == "conda" and not options.offline):
+            exc.hint = f"{exc.hint}; or lock without conda: {_without_conda(req, facts)}"
+        raise
     target = write_lock(req.out, result, source=req.out_source,
                         on_debris=lambda p: on_debris(f"removed {p}, left by an interrupted "
                                                       "envgen run"))

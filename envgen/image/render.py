@@ -314,11 +314,15 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
     python = c.python.rstrip("t")
     flavor = flavor_for(inp.flavor)
     if not flavor.own_python and base and python not in base.python:
+        same = c.os.split("-")[0]  # an OS of the same distribution first
+        with_it = sorted((o for o, b in recipes.bases.items() if python in b.python),
+                         key=lambda o: (o.split("-")[0] != same, o))
         raise UsageError(
             f"the {inp.flavor} flavor builds on the OS's Python, and {c.os} has Python "
             f"{', '.join(base.python)}, not {python}",
-            hint=f"pass --python {base.python[-1]}, or --flavor conda (it brings its own "
-            "Python), or --base IMAGE with that Python")
+            hint=(f"pass --os {with_it[0]} (its Python is {python}), or " if with_it else
+                  "pass ") + f"--python {base.python[-1]}, or --flavor conda (it brings its "
+            "own Python), or --base IMAGE with that Python")
     archs = choose_archs(options.gpu_archs, recipes, supported_archs)
     if not archs:
         raise UsageError("no GPU architecture to compile the ops for",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import re
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -93,13 +94,57 @@ def install_conda(manifest: Manifest, prefix: Path, cache_dir: Path, ca_cert: Pa
     return len(records)
 
 
-def make_venv(prefix: Path, python: str, progress: Callable[[str], None]) -> None:
-    progress(f"creating a Python {python} venv at {prefix}")
+def choose_python(wanted: str, given: str | None = None) -> str:
+    """The interpreter a venv of Python ``wanted`` (the lock's "3.12") is made with:
+    ``given`` (--python PATH or VERSION) when it is that Python, else the first one of that
+    version found on PATH or in pyenv, uv or conda (envgen/lock/pythons.py)."""
+    import shlex
+
+    from envgen.errors import EnvironmentProblem, UsageError
+    from envgen.lock import pythons
+
+    if given and ("/" in given or not re.fullmatch(r"3\.\d{1,2}t?", given)):
+        got = pythons.installed_at(given)
+        if got is None:
+            raise UsageError(f"--python {given}: not a Python interpreter that runs here",
+                             hint="give the path of a python3.X executable, or a version "
+                             f"such as --python {wanted}", source="--python")
+        if got != wanted:
+            raise UsageError(f"--python {given} is Python {got}; this lock is for Python "
+                             f"{wanted}", hint=f"give a Python {wanted}, or lock for {got} "
+                             f"with the lock's regenerate command and --python {got}",
+                             source="--python")
+        return given
+    if given and given != wanted:
+        raise UsageError(f"--python {given}: this lock is for Python {wanted}",
+                         hint=f"install it with --python {wanted} (or a path to one), or lock "
+                         f"for {given} with the lock's regenerate command and --python {given}",
+                         source="--python")
+    found = pythons.installed(wanted)
+    if found:
+        return found[0].path
+    others = pythons.installed()
+    raise EnvironmentProblem(
+        f"no Python {wanted} on this machine (looked on PATH, in pyenv, uv and conda; found: "
+        f"{pythons.describe(others)})",
+        hint=f"get one with `uv python install {wanted}` (or pyenv install {wanted}), or name "
+        f"it with --python PATH; or lock for a Python found here: "
+        f"{shlex.join(['--python', others[0].version]) if others else '--python 3.X'}",
+        source="--python")
+
+
+def make_venv(prefix: Path, python: str, progress: Callable[[str], None],
+              interpreter: str | None = None) -> None:
+    """A venv of Python ``python`` at ``prefix``, made by uv from ``interpreter`` (chosen by
+    :func:`choose_python` when not given)."""
+    interpreter = interpreter or choose_python(python)
+    progress(f"creating a Python {python} venv at {prefix} (from {interpreter})")
     proc = subprocess.run([uv_binary(), "venv", "--seed", "--no-python-downloads", "--no-config",
                            "--allow-existing",
-                           "--python", python, str(prefix)], capture_output=True, text=True,
-                          check=False)
+                           "--python", interpreter, str(prefix)], capture_output=True, text=True,
+                          check=False, timeout=600)
     if proc.returncode != 0:
-        raise InstallError(f"cannot create a Python {python} venv: {proc.stderr.strip()}",
-                           hint=f"install Python {python} on this machine (the lock targets it), "
-                           "or use the conda flavor, which brings its own Python")
+        raise InstallError(f"cannot create a Python {python} venv from {interpreter}: "
+                           f"{proc.stderr.strip()}",
+                           hint=f"check that {interpreter} runs, or name another with --python "
+                           "PATH; the conda flavor brings its own Python")

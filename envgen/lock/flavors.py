@@ -46,9 +46,10 @@ class Flavor(Protocol):
         """The flavor's lock files beside requirements.lock.txt (file name → text)."""
 
     def create_env(self, manifest: Manifest, prefix: Path, *, cache_dir: Path,
-                   ca_cert: Path | None, progress: Callable[[str], None]) -> int:
-        """Create the environment's non-pip part in ``prefix``; returns the conda packages
-        installed (0 for a venv)."""
+                   ca_cert: Path | None, progress: Callable[[str], None],
+                   python: str | None = None) -> int:
+        """Create the environment's non-pip part in ``prefix`` (a venv on ``python``, the
+        user's --python); returns the conda packages installed (0 for a venv)."""
 
 
 class CondaFlavor:
@@ -65,7 +66,12 @@ class CondaFlavor:
         return {files.ENVIRONMENT: environment, files.VIRTUAL_PACKAGES: virtual,
                 files.CONDA_LOCK: files.conda_lock_yml(solved, environment, virtual)}
 
-    def create_env(self, manifest, prefix, *, cache_dir, ca_cert, progress) -> int:
+    def create_env(self, manifest, prefix, *, cache_dir, ca_cert, progress,
+                   python=None) -> int:
+        if python is not None:
+            raise UsageError("--python: a conda lock brings its own Python (the locked "
+                             f"python={manifest.target.python} package)",
+                             hint="drop --python", source="--python")
         return envs.install_conda(manifest, prefix, cache_dir, ca_cert, progress)
 
 
@@ -80,8 +86,11 @@ class VenvFlavor:
     def files(self, solved) -> dict[str, str]:
         return {}
 
-    def create_env(self, manifest, prefix, *, cache_dir, ca_cert, progress) -> int:
-        envs.make_venv(prefix, manifest.target.python, progress)
+    def create_env(self, manifest, prefix, *, cache_dir, ca_cert, progress,
+                   python=None) -> int:
+        # chosen before anything is created: a missing Python fails with nothing to undo
+        interpreter = envs.choose_python(manifest.target.python, python)
+        envs.make_venv(prefix, manifest.target.python, progress, interpreter)
         return 0
 
 

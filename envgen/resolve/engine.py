@@ -36,6 +36,8 @@ CONSTRAINTS = {
     "breakage": "a known-broken combination of framework, torch, CUDA and Python (curated)",
     "glibc": "the OS's glibc ≥ what the torch and framework wheels need",
     "gcc": "a gcc for the OS between the op build's minimum and nvcc's maximum",
+    "target-python": "a Python the target has (venv flavors: this machine's Pythons, or the "
+                     "base image's with --image)",
 }
 
 
@@ -181,7 +183,9 @@ def iter_feasible(request: Request, facts: Facts, tally: Tally | None = None,
                     tally.add(name, weight, why, g)
                 continue
             for py, build in g.entries:
-                name, why = "framework-python", checks.framework_python(fw, py)
+                name, why = "target-python", request.target_python(py)
+                if why is None:
+                    name, why = "framework-python", checks.framework_python(fw, py)
                 if why is None:
                     name, why = "framework-files", checks.framework_files(fw, py)
                 if why is None:
@@ -193,6 +197,12 @@ def iter_feasible(request: Request, facts: Facts, tally: Tally | None = None,
                 wheel = checks.wheel(fw, py)
                 floor = checks.gcc_floor(fw, build, toolkit)
                 for os in d.oses:
+                    if request.os_pythons:
+                        why = request.target_python(py, os.id)
+                        if why is not None:
+                            if tally is not None:
+                                tally.add("target-python", 1, why, g)
+                            continue
                     gcc, src = checks.os(build, wheel, os, toolkit, floor)
                     if isinstance(gcc, str):
                         if tally is not None:

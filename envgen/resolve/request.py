@@ -11,6 +11,7 @@ from envgen.record import names, record, replace
 from envgen.versions import dotted_key, version_matcher
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64")
+TARGET_FIELDS = ("pythons", "os_pythons")
 DEFAULT_PLATFORM = PLATFORMS[0]
 PLATFORM_ALIASES = {"x86_64": "linux-x86_64", "amd64": "linux-x86_64",
                      "aarch64": "linux-aarch64", "arm64": "linux-aarch64", "sbsa": "linux-aarch64"}
@@ -35,12 +36,19 @@ class Request:
     nvcc: str | None = None  # a fixed system CUDA toolkit (major.minor) instead of installing one
     flavor: str | None = None  # lock flavor whose toolchain must exist for the CUDA version
     platform: str = DEFAULT_PLATFORM
+    # Not options: what the target has, set by `envgen make` for the venv flavors (they build
+    # on a Python that is there). ``pythons``: this machine's (empty: any); ``os_pythons``:
+    # per OS id, its base image's Python (--image; an OS not listed: any).
+    pythons: tuple[str, ...] = ()
+    os_pythons: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def given(self) -> dict[str, str]:
         """The axes the user constrained, in declaration order (platform only if not default)."""
         out = {}
         for name in names(Request):
             v = getattr(self, name)
+            if name in TARGET_FIELDS:
+                continue  # not an option the user gave
             if name == "gpu_arch" and self.gpu is not None:
                 continue  # derived from --gpu
             if v is not None and not (name == "platform" and v == DEFAULT_PLATFORM):
@@ -51,7 +59,20 @@ class Request:
         """The request with ``axes`` unconstrained (the platform back to its default)."""
         if "gpu" in axes:
             axes = (*axes, "gpu_arch")
-        return replace(self, **{n: (DEFAULT_PLATFORM if n == "platform" else None) for n in axes})
+        empty = {"platform": DEFAULT_PLATFORM, "pythons": (), "os_pythons": ()}
+        return replace(self, **{n: empty.get(n) for n in axes})
+
+    def target_python(self, py: str, os_id: str | None = None) -> str | None:
+        """Why the target has no Python ``py`` (on ``os_id``), or None when it has."""
+        if self.pythons and py not in self.pythons:
+            return (f"Python {py} is not on this machine (found: {', '.join(self.pythons)}); "
+                    "--python X.Y locks for another")
+        if os_id is not None:
+            for os_, have in self.os_pythons:
+                if os_ == os_id and py not in have:
+                    return (f"the {os_id} base image has Python {', '.join(have)}, not {py} "
+                            f"(the {self.flavor} flavor's image builds on the OS's Python)")
+        return None
 
     def flags(self) -> str:
         return " ".join(f"--{k.replace('_', '-')} {v}" for k, v in self.given().items())

@@ -293,7 +293,8 @@ class _Why:
         fits: dict[str, str | None] = {}
         for o in self.d.oses:
             gcc, src = checks.os(b, wheel, o, t, floor)
-            fits[o.id] = src if isinstance(gcc, str) else None
+            fits[o.id] = (r.target_python(c.python, o.id) if r.os_pythons else None) or (
+                src if isinstance(gcc, str) else None)
         if r.os is not None:
             pinned = f"--os {r.os}"
             if r.flavor in Toolchain.OS_FLAVORS:

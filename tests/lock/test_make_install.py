@@ -277,6 +277,18 @@ def test_unreachable_source_names_url_and_option(make_args, tmp_path, option, pa
     assert not (tmp_path / "locks").exists() or not any((tmp_path / "locks").iterdir())
 
 
+def test_unreachable_conda_names_the_flavors_that_need_no_conda(make_args, tmp_path):
+    """Where conda-forge cannot be reached, the hint names what PyPI and the OS alone give for
+    the same request (--flavor venv, and --flavor os-package per OS that ships a toolkit),
+    fast and as JSON too."""
+    url = f"http://127.0.0.1:{_dead_port()}/conda-forge"
+    proc = run_envgen(*_swap(make_args, "--channel", url), "--cuda", "12.8", "--json")
+    assert proc.returncode == 4, proc.stderr
+    fix = json.loads(proc.stdout)["error"]["fix"]
+    assert "or lock without conda: --flavor venv gives deepspeed-0.18.2-torch2.12.0-cu130" in fix
+    assert "(not CUDA 12.8)" in fix and "--flavor os-package --os " in fix
+
+
 def test_offline_uses_only_the_cache(make_args, tmp_path):
     cold = run_envgen(*make_args, "--cuda", "12.8", "--offline")
     assert cold.returncode == 4 and "--offline" in cold.stderr
