@@ -135,16 +135,24 @@ def check_pin(name: str, version: str, hashes: frozenset[str], files) -> list[Dr
     return found
 
 
-def _pin_findings(pins, indexes: list[str], request: DriftRequest,
-                  progress: Progress) -> list[DriftFinding]:
+def _clients(request: DriftRequest):
     from envgen.harvest.cache import Cache
     from envgen.harvest.http import Http, HttpOptions
-    from envgen.harvest.simple_index import fetch_project
 
     cache = Cache(Path(request.cache_dir) / "http" if request.cache_dir else None,
                   offline=request.offline)
     http = None if request.offline else Http(HttpOptions(
         ca_cert=str(request.ca_cert) if request.ca_cert else None, jobs=request.jobs))
+    return http, cache
+
+
+def _pin_findings(pins, indexes: list[str], request: DriftRequest, clients,
+                  progress: Progress) -> tuple[list[DriftFinding], dict[str, list]]:
+    """The findings of every pin, and each pin's locked files as the index lists them."""
+    from envgen.harvest.simple_index import fetch_project
+
+    http, cache = clients
+    locked: dict[str, list] = {}
 
     def one(item):
         name, (version, hashes) = item
@@ -153,6 +161,7 @@ def _pin_findings(pins, indexes: list[str], request: DriftRequest,
             if files is None:
                 continue
             if any(f.sha256 in hashes for f in files) or index == indexes[-1]:
+                locked[name] = [f for f in files if f.sha256 in hashes]
                 return check_pin(name, version, hashes, files)
         return [DriftFinding("gone", f"{name}=={version}",
                              f"no index of the lock has {name} any more ({', '.join(indexes)})",
@@ -160,7 +169,79 @@ def _pin_findings(pins, indexes: list[str], request: DriftRequest,
 
     progress(f"checking {len(pins)} pinned packages on {', '.join(indexes)}")
     with ThreadPoolExecutor(max_workers=max(1, request.jobs)) as pool:
-        return [f for found in pool.map(one, sorted(pins.items())) for f in found]
+        found = [f for result in pool.map(one, sorted(pins.items())) for f in result]
+    return found, locked
+
+
+def _exact_pins(name: str, locked: dict[str, list], clients, environment: dict[str, str],
+                extras: frozenset[str] = frozenset()) -> dict[str, frozenset[str]]:
+    """name → the extras asked, of what the locked ``name`` pins with ``==`` for the target
+    (from its wheel's metadata); {} when that cannot be read."""
+    from packaging.utils import canonicalize_name
+
+    from envgen.errors import EnvgenError
+    from envgen.harvest.metadata import requirements, wheel_metadata
+
+    wheels = [f for f in locked.get(name, []) if f.filename.endswith(".whl")]
+    if not wheels:
+        return {}
+    http, cache = clients
+    try:
+        meta, _, _ = wheel_metadata(http, cache, wheels[0])
+    except EnvgenError:
+        return {}
+    out: dict[str, frozenset[str]] = {}
+    for req in requirements(meta.requires_dist, wheels[0].url):
+        applies = req.marker is None or any(
+            req.marker.evaluate({**environment, "extra": x}) for x in ("", *extras))
+        if applies and any(s.operator in ("==", "===") for s in req.specifier):
+            key = str(canonicalize_name(req.name))
+            out[key] = out.get(key, frozenset()) | frozenset(req.extras)
+    return out
+
+
+def _torch_group(findings: list[DriftFinding], pins, locked: dict[str, list], clients,
+                 manifest) -> list[DriftFinding]:
+    """Newer patches of what torch pins exactly (its CUDA wheels, through cuda-toolkit's
+    extras too) move only with torch: one finding under torch instead of one each."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+
+    from envgen.harvest.metadata import wheel_environment
+
+    names = {str(canonicalize_name(n)): n for n in pins}
+    if "torch" not in names:
+        return findings
+    env = wheel_environment(manifest.target.python, manifest.target.platform.split("-", 1)[1])
+    pinned = _exact_pins(names["torch"], locked, clients, env)
+    asked = {}  # the extras the lock's own requirements ask (cuda-toolkit[nvcc,curand,…])
+    for line in manifest.pip.requirements:
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        asked[str(canonicalize_name(req.name))] = frozenset(req.extras)
+    for name, extras in list(pinned.items()):  # one level down: cuda-toolkit[nvcc,…]==13.2.2
+        extras = extras | asked.get(name, frozenset())
+        if name in names:
+            pinned.update({k: v for k, v in _exact_pins(names[name], locked, clients, env,
+                                                        extras).items() if k not in pinned})
+    moved = [f for f in findings if f.kind == "newer-patch"
+             and str(canonicalize_name(f.subject.split("==")[0])) in pinned]
+    if not moved:
+        return findings
+    torch = f"torch=={pins[names['torch']][0]}"
+    own = next((f for f in findings if f.kind == "newer-patch" and f.subject == torch), None)
+    listed = ", ".join(f"{f.subject.split('==')[0]} ({f.detail.split(' is out')[0]})"
+                       for f in moved)
+    detail = (f"{own.detail}; " if own else "") + (
+        f"{len(moved)} package{'s' if len(moved) > 1 else ''} torch pins exactly "
+        f"ha{'ve' if len(moved) > 1 else 's'} newer patches: {listed}. They move only with "
+        "torch (a re-lock keeps them while torch stays)")
+    fix = (own.fix if own else "nothing to do until a torch release pins them: `envgen whatif "
+           "--lock DIR --torch X.Y` shows what a newer torch brings")
+    rest = [f for f in findings if f not in moved and f is not own]
+    return [*rest, DriftFinding("newer-patch", torch, detail, fix)]
 
 
 def _fact_findings(manifest, facts) -> list[DriftFinding]:
@@ -225,7 +306,9 @@ def drift(request: DriftRequest, *, matrix: Matrix | None = None,
     manifest = read_manifest(request.lock_dir)
     pins = pinned_files((Path(request.lock_dir) / PIP_LOCK).read_text(encoding="utf-8"))
     indexes = [manifest.pip.index_url, *manifest.pip.extra_index_urls]
-    findings = _pin_findings(pins, indexes, request, progress)
+    clients = _clients(request)
+    findings, locked = _pin_findings(pins, indexes, request, clients, progress)
+    findings = _torch_group(findings, pins, locked, clients, manifest)
     progress("re-resolving the lock's combination against today's facts")
     findings += _fact_findings(manifest, matrix.facts)
     findings += _evidence_findings(manifest, matrix)

@@ -139,6 +139,7 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
     change is a result (``new`` None, ``infeasible`` set), not an exception."""
     from envgen.lock import lock, read_manifest
     from envgen.lock.files import regenerate_command
+    from envgen.resolve import iter_resolve
     from envgen.resolve import resolve as resolve_all
     from envgen.resolve.request import validate
     from envgen.resolve.why import decisions
@@ -165,15 +166,27 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
     old_tier = _tier(old.id, matrix)
     progress(f"what if {old.id} changes {_describe(request.changes)}")
     new, asked, released, first_error = None, pinned, (), None
+    given = request.lock or LockOptions(flavor=manifest.flavor)
+    # the lock's own indexes: a torch build from another index would need a source the user
+    # never gave (PyTorch's index where the lock used only PyPI or its mirror)
+    own = None if given.torch_index_url else _lock_indexes(manifest, matrix.index_urls())
+    elsewhere = None  # the first fit whose torch is on another index than the lock's
     for free in _releases(request.changes):  # the lock's other axes kept, as far as possible
         attempt = replace(_apply(pinned, request.changes), **{a: None for a in free})
         try:
-            new = resolve_all(attempt, facts, limit=1)[0]
+            found, on_own = _first_on(own, iter_resolve(attempt, facts, limit=None))
         except InfeasibleError as exc:
             first_error = first_error or exc
             continue
-        asked, released = attempt, free
+        if not on_own:
+            elsewhere = elsewhere or (found, attempt, free)
+            continue
+        new, asked, released = found, attempt, free
         break
+    if new is None and elsewhere is not None:
+        new, asked, released = elsewhere
+        progress(f"torch {new.torch} for CUDA {new.cuda} is only on the {new.torch_index} "
+                 "index, which the lock does not use; its solve needs it (--torch-index-url)")
     if new is None:
         return WhatIfResult(old=old, new=None, changes=dict(request.changes),
                             old_tier=old_tier, infeasible=first_error)
@@ -188,8 +201,11 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
         for a in dict.fromkeys([*old_why, *new_why])
         if (old_why.get(a) and old_why[a].value) != (new_why.get(a) and new_why[a].value)
         or (old_why.get(a) and old_why[a].rule) != (new_why.get(a) and new_why[a].rule))
-    options = replace(request.lock or LockOptions(flavor=manifest.flavor),
-                      flavor=manifest.flavor)
+    options = replace(given, flavor=manifest.flavor)
+    pypi = matrix.index_urls().get("pypi", "").rstrip("/")
+    if not (options.index_url or options.extra_index_urls or options.torch_index_url) and \
+            manifest.pip.index_url.rstrip("/") != pypi:  # the lock's mirror, as it was made
+        options = replace(options, index_url=manifest.pip.index_url)
     pip = conda = None
     command = f"envgen make --combination {new.id} --flavor {options.flavor}"
     if request.solve:
@@ -206,6 +222,27 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
                         pip=pip, conda=conda, old_tier=old_tier,
                         new_tier=_tier(new.id, matrix), make_command=command,
                         released=released)
+
+
+def _lock_indexes(manifest, sources: dict[str, str]) -> set[str]:
+    """The index names (sources.toml) a lock's packages came from: its torch build's, and
+    every source whose URL is among the lock's index URLs."""
+    urls = {u.rstrip("/") for u in (manifest.pip.index_url, *manifest.pip.extra_index_urls)
+            if u}
+    names = {n for n, url in sources.items() if url.rstrip("/") in urls}
+    return names | {manifest.combination.get("torch_index") or "pypi"}
+
+
+def _first_on(indexes: set[str] | None, combos) -> tuple[Combination, bool]:
+    """(the best combination whose torch comes from ``indexes``, True), else (the best one,
+    False). ``indexes`` None: any index. InfeasibleError (from ``combos``) when none fits."""
+    best = None
+    for combo in combos:
+        if indexes is None or combo.torch_index in indexes:
+            return combo, True
+        best = best or combo
+    assert best is not None  # iter_resolve raises InfeasibleError rather than yield nothing
+    return best, False
 
 
 def _releases(changes: dict[str, str]) -> list[tuple[str, ...]]:

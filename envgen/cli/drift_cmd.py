@@ -58,7 +58,7 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 def render(result) -> str:
     state = "DRIFTED" if result.drifted else "as made"
     lines = [f"{result.lock}: {state} ({result.packages} pinned packages checked, "
-             f"{len(result.findings)} findings)"]
+             f"{len(result.findings)} finding{'' if len(result.findings) == 1 else 's'})"]
     for f in result.findings:
         lines.append(f"  {f.kind:<19} {f.subject}: {f.detail}")
         if f.fix:

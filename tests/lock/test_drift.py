@@ -125,3 +125,29 @@ def test_text_output_and_offline(locked, make_args):
     offline = run_envgen("drift", "--lock", str(locked), "--matrix-dir", matrix,
                          "--cache-dir", cache, "--offline")
     assert offline.returncode == 0, offline.stderr  # the pages the first run cached
+
+
+def test_what_torch_pins_exactly_is_reported_once_under_torch(locked, make_args, wheel_index,
+                                                              tmp_path):
+    """The stand-in torch 2.9.0 pins nvidia-nccl-cu12==2.27.5 (as the real one pins its CUDA
+    wheels): a newer NCCL patch moves only with torch, so it is said under torch, once; a
+    newer patch of what torch only names (filelock) stays its own finding."""
+    server, _ = wheel_index
+    wheels = [build_wheel(tmp_path / "newer", "nvidia-nccl-cu12", "2.27.7",
+                          tag="py3-none-manylinux_2_18_x86_64"),
+              build_wheel(tmp_path / "newer", "filelock", "3.16.2")]
+    served = [(f"/simple/{n}/", Served(filename=w.name, data=w.read_bytes()))
+              for n, w in zip(("nvidia-nccl-cu12", "filelock"), wheels, strict=True)]
+    for page, s in served:
+        server.state.add(page, s)
+    try:
+        _, answer = _drift(locked, make_args)
+    finally:
+        for page, s in served:
+            server.state.projects[page].remove(s)
+    kinds = _kinds(answer)
+    assert sorted(kinds["newer-patch"]) == ["filelock==3.16.1", "torch==2.9.0"]
+    grouped = next(f for f in answer["findings"] if f["subject"] == "torch==2.9.0")
+    assert "1 package torch pins exactly has newer patches: nvidia-nccl-cu12 (2.27.7)" \
+        in grouped["detail"]
+    assert "envgen whatif" in grouped["fix"]

@@ -140,3 +140,34 @@ def test_a_lock_whose_own_combination_no_longer_resolves_says_so(make_args, tmp_
     assert drift.returncode == 1, drift.stderr
     kinds = [f["kind"] for f in json.loads(drift.stdout)["findings"]]
     assert "no-longer-resolves" in kinds
+
+
+def test_whatif_stays_on_the_locks_own_indexes(make_args, lock_matrix, tmp_path):
+    """A newer CUDA build of the target torch that only PyTorch's own index has (a curated
+    variant) ranks first for a fresh resolve, but the lock came from PyPI alone: whatif takes
+    the best build on the lock's indexes instead of one that needs a source never given."""
+    import shutil
+
+    matrix = shutil.copytree(lock_matrix, tmp_path / "matrix")
+    with (matrix / "curated" / "torch.toml").open("a") as f:
+        f.write('\n[[variants]]\ntorch = "2.12.0"\ncuda = ["13.1"]\n'
+                'source = "https://example.invalid/pytorch-only"\n')
+    cuda = json.loads((matrix / "harvested" / "cuda.json").read_text())
+    base = next(t for t in cuda["toolkits"] if t["cuda"] == "13.0")
+    cuda["toolkits"].append({**base, "cuda": "13.1", "nvcc_version": "13.1.80"})
+    (matrix / "harvested" / "cuda.json").write_text(json.dumps(cuda))
+    args = list(make_args)
+    args[args.index("--matrix-dir") + 1] = str(matrix)
+    fresh = run_envgen("resolve", "--matrix-dir", str(matrix), "--framework", "deepspeed",
+                       "--torch", "2.12.0", "--python", args[args.index("--python") + 1],
+                       "--os", "debian-12", "--json")
+    assert fresh.returncode == 0, fresh.stderr
+    assert json.loads(fresh.stdout)["combinations"][0]["cuda"] == "13.1"  # the premise
+    made = run_envgen(*args, "--torch", "2.9.0", "--json")
+    assert made.returncode == 0, made.stderr
+    lock = json.loads(made.stdout)["directory"]
+    proc = run_envgen("whatif", "--lock", lock, "--torch", "2.12", "--no-lock", "--json",
+                      "--matrix-dir", str(matrix))
+    assert proc.returncode == 0, proc.stderr
+    answer = json.loads(proc.stdout)
+    assert answer["new"].startswith("deepspeed-0.18.2-torch2.12.0-cu130-"), answer["new"]
