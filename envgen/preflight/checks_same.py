@@ -188,3 +188,34 @@ def doctor_errors(catalog, diagnoses: dict[str, Any]) -> list[Finding]:
                            evidence={**f.evidence, "nodes": nodes}, fix=f.fix,
                            command=f.command, source=f.source, pattern=f.pattern))
     return out
+
+
+def missing_software(catalog, snaps: dict[str, Snapshot],
+                     frameworks: tuple[str, ...] = ()) -> list[Finding]:
+    """torch (and each framework the job names) that is not installed, or fails to import,
+    in the Python the launcher runs: one finding per module with the nodes that lack it."""
+    missing: dict[str, list[str]] = {}
+    errors: dict[str, str] = {}
+    for node, snap in snaps.items():
+        imports = snap.import_errors if isinstance(snap.import_errors, dict) else {}
+        installed = {"torch": snap.torch is UNKNOWN or bool(snap.torch)}
+        if snap.frameworks is not UNKNOWN:  # name → version (None: a source checkout)
+            installed.update({f: f in (snap.frameworks or {}) for f in frameworks})
+        for module in ("torch", *frameworks):
+            if module not in installed or (module == "torch" and snap.torch is UNKNOWN):
+                continue
+            error = imports.get(module) or imports.get(module.replace("-", "_"))
+            if not installed[module] or error:
+                missing.setdefault(module, []).append(node)
+                if error:
+                    errors.setdefault(module, error)
+    out = []
+    for module, nodes in missing.items():
+        where = "every node" if len(nodes) == len(snaps) and len(nodes) > 1 \
+            else ", ".join(nodes)
+        how = f"fails to import ({errors[module]})" if module in errors else "is not installed"
+        out.append(catalog.finding(
+            "torch-missing", f"{module} {how} on {where}: the launcher's processes stop before "
+            "any rank starts", {"module": module, "nodes": nodes,
+                                "error": errors.get(module)}, None))
+    return out

@@ -260,6 +260,7 @@ def preflight(job: Job, options: Options, catalog, facts_db=None, *, doctor_cata
                                                       reply.detail), "environment", options))
     rows, differ = checks_same.compare(catalog, snaps, facts) if snaps else ([], [])
     findings += differ
+    findings += checks_same.missing_software(catalog, snaps, options.frameworks)
     mode = checks_same.device_mode(options.device, snaps)
     findings += checks_same.slots(catalog, job.nodes, snaps, facts, mode)
     if facts_db is not None and doctor_catalog is not None and snaps:

@@ -48,6 +48,26 @@ def test_local_screen_shows_the_node_table_and_the_verdict(run):
     assert ("no problems found" in out) == (code == 0)
 
 
+def test_an_env_without_torch_is_an_error_not_a_clean_bill(run, tmp_path):
+    """A fresh venv (no torch, no DeepSpeed): the launcher's processes would die at their first
+    import, so preflight says so as an error and exits 1 — never "no problems found"."""
+    import subprocess
+
+    env = tmp_path / "bare"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    code, out, _ = run("preflight", "--local", "--python", str(env / "bin" / "python"),
+                       "--framework", "deepspeed", "--json")
+    doc = json.loads(out)
+    missing = {f["evidence"]["module"]: f for f in doc["findings"] if f["kind"] == "torch-missing"}
+    assert code == 1 and doc["ok"] is False
+    assert set(missing) == {"torch", "deepspeed"}
+    assert missing["torch"]["severity"] == "error"
+    assert "torch is not installed on" in missing["torch"]["summary"]
+    code, out, _ = run("preflight", "--local", "--python", str(env / "bin" / "python"),
+                       "--no-collective")
+    assert code == 1 and "no problems found" not in out and "torch-missing" in out
+
+
 def test_a_missing_interpreter_is_named(run, tmp_path):
     code, out, _ = run("preflight", "--local", "--python", str(tmp_path / "nope" / "python"),
                        "--json")
