@@ -82,9 +82,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                 print(f"  {name}={shlex.quote(value)}", file=ctx.out)
             for note in act.notes:
                 print(f"  note: {note}", file=ctx.out)
-            activate = shlex.quote(str(result.prefix / "bin" / "activate"))
+            prefix = shlex.quote(str(result.prefix))
+            activate = (f"conda activate {prefix}" if (result.prefix / "conda-meta").is_dir()
+                        else f". {shlex.quote(str(result.prefix / 'bin' / 'activate'))}")
             print("These are set whenever the env's Python runs (ENVGEN_ENV=off: not) and by "
-                  f"activating it:\n  . {activate}   (conda: conda activate "
-                  f"{shlex.quote(str(result.prefix))})\nCheck it: envgen doctor --python "
+                  f"activating it:\n  {activate}\nCheck it: envgen doctor --python "
                   f"{shlex.quote(str(result.python))}", file=ctx.out)
     return 0

@@ -7,7 +7,6 @@ a Python in bin/ (the pip step, envgen/lock/install.py, follows).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import re
 import subprocess
@@ -16,10 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from envgen.errors import EnvgenError, NetworkError
-from envgen.lock.conda_solve import ca_bundle
 from envgen.lock.manifest import Manifest
-from envgen.lock.pip_compile import uv_binary
-from envgen.progress import bars
 
 
 class InstallError(EnvgenError):
@@ -64,9 +60,14 @@ def check_local_files(manifest: Manifest) -> None:
 
 def install_conda(manifest: Manifest, prefix: Path, cache_dir: Path, ca_cert: Path | None,
                    progress: Callable[[str], None]) -> int:
+    import asyncio
+
     import rattler
     from rattler import exceptions as rx
     from rattler.platform import Subdir
+
+    from envgen.lock.conda_solve import ca_bundle
+    from envgen.progress import bars
 
     check_local_files(manifest)
     records = conda_records(manifest)
@@ -120,7 +121,7 @@ def choose_python(wanted: str, given: str | None = None) -> str:
                          hint=f"install it with --python {wanted} (or a path to one), or lock "
                          f"for {given} with the lock's regenerate command and --python {given}",
                          source="--python")
-    found = pythons.installed(wanted)
+    found = pythons.installed(wanted, first=True)
     if found:
         return found[0].path
     others = pythons.installed()
@@ -136,15 +137,27 @@ def choose_python(wanted: str, given: str | None = None) -> str:
 def make_venv(prefix: Path, python: str, progress: Callable[[str], None],
               interpreter: str | None = None) -> None:
     """A venv of Python ``python`` at ``prefix``, made by uv from ``interpreter`` (chosen by
-    :func:`choose_python` when not given)."""
+    :func:`choose_python` when not given); by the interpreter's own ``venv`` where uv's binary
+    is missing (the pip step then uses the env's pip too)."""
+    import os
+
+    from envgen.lock.pip_compile import uv_binary
+
     interpreter = interpreter or choose_python(python)
+    try:
+        uv = uv_binary()
+    except EnvgenError:  # no uv package: the standard library's venv does the same
+        uv = None
     progress(f"creating a Python {python} venv at {prefix} (from {interpreter})")
-    proc = subprocess.run([uv_binary(), "venv", "--seed", "--no-python-downloads", "--no-config",
-                           "--allow-existing",
-                           "--python", interpreter, str(prefix)], capture_output=True, text=True,
-                          check=False, timeout=600)
+    if uv and os.path.exists(uv):
+        cmd = [uv, "venv", "--seed", "--no-python-downloads", "--no-config", "--allow-existing",
+               "--python", interpreter, str(prefix)]
+    else:
+        cmd = [interpreter, "-m", "venv", str(prefix)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
     if proc.returncode != 0:
         raise InstallError(f"cannot create a Python {python} venv from {interpreter}: "
-                           f"{proc.stderr.strip()}",
-                           hint=f"check that {interpreter} runs, or name another with --python "
-                           "PATH; the conda flavor brings its own Python")
+                           f"{(proc.stderr or proc.stdout).strip()}",
+                           hint=f"check that {interpreter} runs (and, without uv, has its venv "
+                           "module: Debian's python3-venv), or name another with --python PATH; "
+                           "the conda flavor brings its own Python")

@@ -12,8 +12,14 @@ from envgen import __version__
 from envgen.lock import yaml
 from envgen.lock.build_deps import BuildLock
 from envgen.lock.conda_solve import CondaPackage
-from envgen.lock.manifest import (
+from envgen.lock.manifest import (  # the lock's file names are the manifest's
+    BUILD_LOCK,
+    CONDA_LOCK,
+    ENVIRONMENT,
     MANIFEST,
+    PIP_LOCK,
+    PYLOCK,
+    VIRTUAL_PACKAGES,
     CondaSection,
     ImageSection,
     Manifest,
@@ -24,13 +30,6 @@ from envgen.lock.manifest import (
 from envgen.lock.pip_compile import PipPackage
 from envgen.lock.plan import LockOptions, LockPlan
 from envgen.validate import no_newlines
-
-ENVIRONMENT = "environment.yml"
-CONDA_LOCK = "conda-lock.yml"
-PIP_LOCK = "requirements.lock.txt"
-VIRTUAL_PACKAGES = "virtual-packages.yml"  # conda-lock --virtual-package-spec
-PYLOCK = "pylock.toml"  # PEP 751: the pip part, as uv wrote it
-BUILD_LOCK = "build-requirements.lock.txt"  # the sdists' build dependencies, hash-pinned
 
 
 @dataclass(frozen=True)

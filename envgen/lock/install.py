@@ -32,9 +32,7 @@ from envgen.errors import (
 )
 from envgen.lock.activation import Activation
 from envgen.lock.envs import InstallError
-from envgen.lock.files import BUILD_LOCK, PIP_LOCK, PYLOCK
-from envgen.lock.flavors import flavor_for
-from envgen.lock.manifest import Manifest, read_manifest
+from envgen.lock.manifest import BUILD_LOCK, PIP_LOCK, PYLOCK, Manifest, read_manifest
 
 
 @dataclass(frozen=True)
@@ -141,11 +139,11 @@ def unlocked_sdists(lock_dir: Path, manifest: Manifest) -> list[str]:
     """The packages this lock builds from sdists on the target although it has no build lock
     (made before envgen locked build dependencies): their build tools would be downloaded
     unhashed. Read from pylock.toml; [] when the lock has a build lock or no pylock.toml."""
+    if BUILD_LOCK in manifest.files or PYLOCK not in manifest.files:
+        return []
     from envgen.lock.build_deps import built_from_sdist
     from envgen.lock.pip_compile import parse_pylock
 
-    if BUILD_LOCK in manifest.files or PYLOCK not in manifest.files:
-        return []
     packages = parse_pylock((lock_dir / PYLOCK).read_text(encoding="utf-8"))
     return [f"{p.name} {p.version}" for p, _ in built_from_sdist(
         packages, manifest.target.python, manifest.target.python_platform)]
@@ -192,6 +190,11 @@ def _pip_failure(name: str, output: str, lock: str) -> Exception:
 
 
 def _site_packages(python: Path) -> Path:
+    """The env's site-packages: the one lib/python3.X*/site-packages a venv or conda prefix on
+    Linux has, else what its Python says."""
+    found = list(python.parent.parent.glob("lib/python3.*/site-packages"))
+    if len(found) == 1:
+        return found[0]
     proc = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
                            "['purelib'])"], capture_output=True, text=True, timeout=120,
                           check=False)
@@ -210,10 +213,8 @@ def _activate(manifest: Manifest, prefix: Path, progress: Callable[[str], None])
     site = _site_packages(prefix / "bin" / "python")
     act = activation.plan(manifest, prefix, site)
     activation.write(act, prefix, site, flavor_for(manifest.flavor).env_kind)
-    progress("the env sets " + (", ".join(f"{k}={v}" for k, v in act.values.items())
-                                or "nothing") + " for its Python and on activation")
-    for note in act.notes:
-        progress(f"  note: {note}")
+    progress(f"setting the env's toolchain ({', '.join(act.values) or 'nothing'}) for its "
+             "Python and its activation")
     return act
 
 
@@ -336,6 +337,8 @@ def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | No
             f"{BUILD_LOCK}): installing would download them unchecked",
             hint="regenerate the lock with the command in its header (the new lock has "
             f"{BUILD_LOCK})")
+    from envgen.lock.flavors import flavor_for  # the flavors load the planning modules
+
     created = _check_prefix(prefix, clear_incomplete, progress)
     try:
         _write_marker(prefix, manifest)

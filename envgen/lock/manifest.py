@@ -22,6 +22,12 @@ from typing import Any
 from envgen.errors import DataError, UsageError
 
 MANIFEST = "envgen.lock.json"
+ENVIRONMENT = "environment.yml"
+CONDA_LOCK = "conda-lock.yml"
+PIP_LOCK = "requirements.lock.txt"
+VIRTUAL_PACKAGES = "virtual-packages.yml"  # conda-lock --virtual-package-spec
+PYLOCK = "pylock.toml"  # PEP 751: the pip part, as uv wrote it
+BUILD_LOCK = "build-requirements.lock.txt"  # the sdists' build dependencies, hash-pinned
 SCHEMA = 2
 REGENERATE_HINT = "regenerate the lock with the `envgen make` command in its files' headers"
 

@@ -95,9 +95,10 @@ def installed_at(path: str) -> str | None:
     return _ask(path)
 
 
-def installed(version: str | None = None) -> list[Found]:
+def installed(version: str | None = None, *, first: bool = False) -> list[Found]:
     """The interpreters that run, with the version each reports (of ``version`` only, when
-    given: candidates named for another version are not run)."""
+    given: candidates named for another version are not run); with ``first``, only the first
+    one found (the rest are not run)."""
     out = []
     for source, path, named in _candidates():
         if version is not None and named is not None and named != version:
@@ -105,6 +106,8 @@ def installed(version: str | None = None) -> list[Found]:
         got = _ask(path)
         if got and (version is None or got == version):
             out.append(Found(got, path, source))
+            if first:
+                break
     return out
 
 
