@@ -69,13 +69,21 @@ def conda_channel(tmp_path_factory) -> Path:
                                                   gccs=(11, 12, 13, 14, 15)))
 
 
+def _torch_files(version: str, cuda: str) -> dict[str, str]:
+    """torch's version module, as a CUDA build has it (what `envgen doctor` reads)."""
+    return {"torch/__init__.py": "from torch import version\n__version__ = version.__version__\n",
+            "torch/version.py": f"__version__ = '{version}'\ncuda = '{cuda}'\n"}
+
+
 def wheels(out: Path) -> list[Path]:
     """torch/deepspeed stand-ins with the shape of the real dependency tree."""
     made = [
         build_wheel(out, "torch", "2.9.0", tag=f"{CP}-{CP}-{MANYLINUX}",
-                    requires=["filelock", "nvidia-nccl-cu12==2.27.5; platform_system == 'Linux'"]),
+                    requires=["filelock", "nvidia-nccl-cu12==2.27.5; platform_system == 'Linux'"],
+                    files=_torch_files("2.9.0", "12.8")),
         build_wheel(out, "torch", "2.12.0", tag=f"{CP}-{CP}-{MANYLINUX}",
-                    requires=["filelock", "nvidia-nccl-cu13==2.28.3; platform_system == 'Linux'"]),
+                    requires=["filelock", "nvidia-nccl-cu13==2.28.3; platform_system == 'Linux'"],
+                    files=_torch_files("2.12.0", "13.0")),
         # the layout DeepSpeed's setup.py leaves when it prebuilt ops (what
         # envgen/inside/check-ops.py checks); the .so files are placeholders: the image tests
         # exercise envgen's build, the real op compile is the nox `image` session's job
