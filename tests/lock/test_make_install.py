@@ -212,7 +212,8 @@ def test_venv_flavor_locks_nvcc_from_pip_and_installs(make_args, tmp_path):
                                                    "requirements.lock.txt"]
     manifest = json.loads((d / "envgen.lock.json").read_text())
     assert manifest["flavor"] == "venv" and manifest["toolchain"]["nvcc"] == "13.0.88"
-    assert manifest["toolchain"]["os_packages"] == ["gcc-12", "g++-12", "libaio-dev"]
+    assert manifest["toolchain"]["os_packages"] == ["gcc-12", "g++-12", "libaio-dev",
+                                                    f"python{HOST_PY}-dev"]
     assert "cuda-toolkit[nvcc,crt,cudart,nvrtc,cublas,cusparse,cusolver,curand,profiler,nvtx]"\
            "==13.0.*" in manifest["pip"]["requirements"]
     text = (d / "requirements.lock.txt").read_text()

@@ -88,7 +88,7 @@ def test_venv_plan_takes_nvcc_from_pip_and_gcc_from_the_os(lfacts):
     assert plan.conda is None
     assert plan.pip.requirements[2].startswith("cuda-toolkit[nvcc,") and \
         plan.pip.requirements[2].endswith("==13.0.*")
-    assert plan.os_packages == ("gcc-13", "g++-13", "libaio-dev")
+    assert plan.os_packages == ("gcc-13", "g++-13", "libaio-dev", f"python{c.python}-dev")
     assert plan.env == {"CUDA_HOME": "$SITE_PACKAGES/nvidia/cu13"}
 
 
