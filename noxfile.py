@@ -89,6 +89,18 @@ def twice(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def newcomer(session: nox.Session) -> None:
+    """The README's newcomer path for real, in a fresh Debian 12 container from a clean
+    checkout of HEAD: the Quick start command as written, envgen install, envgen doctor (exit
+    0), a JIT op build in the env, --image + build --dry-run, whatif, drift
+    (tests/newcomer/readme_path.sh; real PyPI, several GB; the log in artifacts/)."""
+    _require_supported_python(session)
+    session.install("-e", ".[test]")
+    session.run("pytest", "-m", "network", "-p", "no:randomly", "tests/newcomer",
+                *session.posargs, env={"ENVGEN_REQUIRE_DOCKER": "1"})
+
+
+@nox.session(python=PYTHON, default=False)
 def doctor_envs(session: nox.Session) -> None:
     """The doctor's real broken environments that need CUDA builds of torch and CUDA toolkits
     from PyPI (several GB each; Docker): gcc newer than nvcc accepts, CUDA_HOME against PATH,
