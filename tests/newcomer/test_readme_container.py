@@ -7,6 +7,7 @@ run by `nox -s newcomer`, not in the default run."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -34,8 +35,16 @@ def test_the_readme_path_in_a_fresh_container(docker_ready, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     subprocess.run(["tar", "-xf", str(archive), "-C", str(src)], check=True, timeout=120)
+    # behind a TLS-intercepting proxy a newcomer trusts its CA as this machine does: the
+    # machine's bundle (or ENVGEN_CA_CERT), for pip, uv and envgen alike
+    ca = os.environ.get("ENVGEN_CA_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+    pem = "/etc/envgen-test-ca.pem"
+    trust = ["-v", f"{ca}:{pem}:ro", *(x for var in ("SSL_CERT_FILE", "PIP_CERT",
+                                                      "REQUESTS_CA_BUNDLE")
+                                       for x in ("-e", f"{var}={pem}"))
+             ] if os.path.isfile(ca) else []
     proc = subprocess.run(
-        ["/usr/bin/docker", "run", "--rm", "--network", "host", "-v", f"{src}:/src",
+        ["/usr/bin/docker", "run", "--rm", "--network", "host", "-v", f"{src}:/src", *trust,
          docker_ready["base"], "bash", "/src/tests/newcomer/readme_path.sh"],
         capture_output=True, text=True, timeout=3600)
     log = proc.stdout + proc.stderr
