@@ -6,6 +6,8 @@ else /usr/local/cuda) and the host compiler from ``CC``/``CXX``, so a machine's 
 toolkit or a ``CUDA_HOME`` exported by a cluster's profile would otherwise win over the nvcc
 the lock matched to torch's CUDA. The values:
 
+- ``PATH``: the env's own ``bin`` first (where the lock put ninja, which torch's extension
+  builder runs by name), as activation does;
 - ``CUDA_HOME`` (and its ``bin`` first on ``PATH``): the lock's nvcc — the venv's NVIDIA nvcc
   wheel, the conda prefix, the OS toolkit of the os-package flavor; not set for a lock made
   with ``--nvcc`` (the machine's toolkit, which the user named) or when no nvcc is there;
@@ -116,14 +118,16 @@ def plan(manifest, prefix: Path, site_packages: Path, *,
     return Activation(values=values, path=tuple(path), notes=tuple(notes))
 
 
-def _module(act: Activation) -> str:
-    """The module the .pth imports: plain literals, the standard library's os only."""
+def _module(act: Activation, prefix: Path) -> str:
+    """The module the .pth imports: plain literals, the standard library's os only. PATH gets
+    the env's own bin first, as activation would: the tools the lock installed there (ninja,
+    which torch's extension builder runs by name) are found by what the env's Python starts."""
     return (
         '"""Written by envgen install: this environment\'s toolchain for every process its\n'
         'Python starts (etc/envgen/env.json says what and why). ENVGEN_ENV=off turns it off."""\n'
         "import os\n\n"
         f"VALUES = {act.values!r}\n"
-        f"PATH = {list(act.path)!r}\n\n"
+        f"PATH = {[str(prefix / 'bin'), *act.path]!r}\n\n"
         'if os.environ.get("ENVGEN_ENV") != "off":\n'
         "    os.environ.update(VALUES)\n"
         "    if PATH:\n"
@@ -173,7 +177,7 @@ def write(act: Activation, prefix: Path, site_packages: Path, env_kind: str) -> 
     """Write the .pth and its module, the record, and the activation hooks of ``env_kind``
     ("venv" or "conda"); returns the files written or changed."""
     written = []
-    (site_packages / MODULE).write_text(_module(act), encoding="utf-8")
+    (site_packages / MODULE).write_text(_module(act, prefix), encoding="utf-8")
     (site_packages / PTH).write_text("import _envgen_env\n", encoding="utf-8")
     written += [site_packages / MODULE, site_packages / PTH]
     record = prefix / RECORD

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 PROBE = ("import json, os, shutil; print(json.dumps({k: os.environ.get(k) for k in "
          "('CUDA_HOME', 'CC', 'CXX', 'TORCH_EXTENSIONS_DIR', 'TORCH_CUDA_ARCH_LIST')} | "
-         "{'nvcc': shutil.which('nvcc')}))")
+         "{'nvcc': shutil.which('nvcc'), 'ninja': shutil.which('ninja')}))")
 
 
 def _installed(make_args, tmp_path, *extra: str) -> tuple[Path, Path, dict]:
@@ -56,6 +56,7 @@ def test_venv_python_sees_the_locked_nvcc_over_the_machines(make_args, tmp_path)
     assert got["CUDA_HOME"] == home and got["nvcc"] == f"{home}/bin/nvcc"
     assert got["TORCH_EXTENSIONS_DIR"] == str(prefix / "var" / "torch_extensions")
     assert got["TORCH_CUDA_ARCH_LIST"] == "9.0"
+    assert got["ninja"] == str(prefix / "bin" / "ninja")  # run by name by torch's builder
     assert result["environment"]["values"]["CUDA_HOME"] == home
     # the lock's own nvcc answers: the release torch was built with
     out = subprocess.run([got["nvcc"], "--version"], capture_output=True, text=True).stdout
@@ -166,8 +167,9 @@ def test_module_is_plain_python_that_sets_nothing_when_off(tmp_path):
     site.mkdir()
     activation.write(act, tmp_path, site, "venv")  # no bin/activate: the .pth and record only
     code = ("import sys; sys.path.insert(0, sys.argv[1]); import _envgen_env, os; "
-            "print(os.environ.get('CUDA_HOME'), os.environ['PATH'].split(':')[0])")
-    for off, want in (("", "/e/nvidia/cu13 /e/nvidia/cu13/bin"), ("off", "None /usr/bin")):
+            "print(os.environ.get('CUDA_HOME'), os.environ['PATH'])")
+    on = f"/e/nvidia/cu13 {tmp_path}/bin:/e/nvidia/cu13/bin:/usr/bin"  # the env's bin first
+    for off, want in (("", on), ("off", "None /usr/bin")):
         out = subprocess.run(["python3", "-c", code, str(site)], capture_output=True, text=True,
                              env={"PATH": "/usr/bin", "ENVGEN_ENV": off}, check=True)
         assert out.stdout.strip() == want
