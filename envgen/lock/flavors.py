@@ -88,7 +88,7 @@ class VenvFlavor:
 
     def create_env(self, manifest, prefix, *, cache_dir, ca_cert, progress,
                    python=None) -> int:
-        # chosen before anything is created: a missing Python fails with nothing to undo
+        # chosen first: a missing or wrong Python fails before any venv is made
         interpreter = envs.choose_python(manifest.target.python, python)
         envs.make_venv(prefix, manifest.target.python, progress, interpreter)
         return 0
