@@ -177,10 +177,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 def _dry_run(req, ctx: Context) -> int:
     from envgen.api import build_plan
+    from envgen.lock.secrets import shown_text
 
     plan = build_plan(req)
-    if ctx.json:
-        dump_json(plan.to_dict(), ctx.out)
+    if ctx.json:  # a proxy's or an index's credentials in a build argument are shown masked
+        doc = plan.to_dict()
+        for key in ("not_hashed",):
+            doc[key] = {k: shown_text(v) for k, v in (doc.get(key) or {}).items()}
+        if isinstance(doc.get("inputs"), dict):
+            doc["inputs"]["build_args"] = {k: shown_text(v) for k, v in
+                                           doc["inputs"].get("build_args", {}).items()}
+        dump_json(doc, ctx.out)
         return 0
     out = [f"Would build {plan.references[0]}",
            *(f"  also tagged {r}" for r in plan.references[1:]),
@@ -188,9 +195,9 @@ def _dry_run(req, ctx: Context) -> int:
            f"base {plan.base}",
            "  from these files:", *(f"    {h}  {n}" for n, h in plan.files.items()),
            f"  and these options: engine {plan.inputs['engine']}"]
-    out += [f"    --build-arg {k}={v}" for k, v in plan.inputs["build_args"].items()]
+    out += [f"    --build-arg {k}={shown_text(v)}" for k, v in plan.inputs["build_args"].items()]
     out += [f"    --label {k}={v}" for k, v in plan.inputs["labels"].items()]
-    out += [f"  not in the hash (they do not change the image): --build-arg {k}={v}"
+    out += [f"  not in the hash (they do not change the image): --build-arg {k}={shown_text(v)}"
             for k, v in plan.not_hashed.items()]
     print("\n".join(out), file=ctx.out)
     return 0

@@ -248,18 +248,23 @@ def _wants(argv: list[str], flag: str) -> bool:
 
 
 def _report(err: EnvgenError, as_json: bool) -> int:
+    from envgen.lock.secrets import shown_text  # a URL's credentials are never printed
+
     report = getattr(err, "report", None)
     if report:
-        print(report, file=sys.stderr)
-    print(f"envgen: error: {err.message}", file=sys.stderr)
+        print(shown_text(report), file=sys.stderr)
+    print(f"envgen: error: {shown_text(err.message)}", file=sys.stderr)
     if err.source:
         print(f"  source: {err.source}", file=sys.stderr)
     if err.hint:
-        print(f"  hint: {err.hint}", file=sys.stderr)
+        print(f"  hint: {shown_text(err.hint)}", file=sys.stderr)
     if as_json:
         import json
 
-        print(json.dumps({"error": err.to_dict()}, indent=2, ensure_ascii=False))
+        doc = err.to_dict()
+        doc.update({k: shown_text(v) for k, v in doc.items()
+                    if k in ("message", "fix") and isinstance(v, str)})
+        print(json.dumps({"error": doc}, indent=2, ensure_ascii=False))
     return err.exit_code
 
 

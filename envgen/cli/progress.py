@@ -53,6 +53,10 @@ class Reporter:
     def __call__(self, message: str) -> None:
         if self.quiet:
             return
+        if "://" in message:  # a URL's credentials are never printed
+            from envgen.lock.secrets import shown_text
+
+            message = shown_text(message)
         if not self.bars:
             print(message, file=self.stream, flush=True)
             return

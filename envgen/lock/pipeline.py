@@ -21,6 +21,7 @@ from envgen.lock.files import Solved, lock_hash, render
 from envgen.lock.manifest import MANIFEST, Manifest
 from envgen.lock.pip_compile import PipPackage, compile_pip_lock, uv_version
 from envgen.lock.plan import LockOptions, LockPlan, make_plan
+from envgen.lock.secrets import public_solved
 from envgen.resolve.combination import Combination
 from envgen.versions import dotted_key
 
@@ -100,8 +101,10 @@ def solve(facts: Facts, combo: Combination, options: LockOptions, sources: dict[
         extra_index_urls=plan.pip.extra_index_urls, cache_dir=cache, offline=options.offline,
         exclude_newer=options.exclude_newer, ca_cert=options.ca_cert, progress=progress,
         fallback=facts.toolchain.sdist_fallback_requires if facts.toolchain else ())
-    return Solved(plan=plan, options=options, conda=tuple(conda), pip=tuple(pip),
-                  tools=tool_versions(), nvcc=nvcc, pylock=pylock, build=build)
+    # the solve read the indexes with their credentials; nothing rendered from here has them
+    return public_solved(Solved(plan=plan, options=options, conda=tuple(conda),
+                                pip=tuple(pip), tools=tool_versions(), nvcc=nvcc,
+                                pylock=pylock, build=build))
 
 
 def finish(solved: Solved, image: tuple[dict[str, str], dict] | None = None) -> LockResult:

@@ -1,0 +1,125 @@
+"""A secret planted in an index URL (``http://alice:TOKEN@host/simple``) is used for the solve
+and written nowhere: no lock file, header, Dockerfile, installed env, printed line or error
+(shown masked, as pip and uv mask it), and no layer of the built image."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+from support.run import HOST_PY, run_envgen
+
+from envgen.lock.secrets import public, public_text, shown, shown_text
+
+SECRET = "s3cr3tTOKEN4fq9"
+
+
+def test_urls_lose_their_credentials_in_files_and_are_masked_on_screen():
+    assert public("https://alice:TOK@h:8080/simple/") == "https://h:8080/simple/"
+    assert public("https://TOK@h/simple") == "https://h/simple"
+    assert public("https://conda.anaconda.org/t/tk-1/private") == \
+        "https://conda.anaconda.org/private"
+    assert public("https://h/simple") == "https://h/simple" and public("conda-forge") == \
+        "conda-forge"
+    assert shown("https://alice:TOK@h/simple") == "https://alice:****@h/simple"
+    assert shown("https://TOK@h/simple") == "https://****@h/simple"  # a lone name may be a token
+    assert shown("https://conda.anaconda.org/t/tk-1/private") == \
+        "https://conda.anaconda.org/t/****/private"
+    assert shown_text("cannot read http://u:p@h/x (and https://[::1]:9/y)") == \
+        "cannot read http://u:****@h/x (and https://[::1]:9/y)"
+    text = 'url = "http://alice:TOK@h:1/files/a.whl"\nindex = "http://alice:TOK@h:1/simple"'
+    assert public_text(text, ["http://alice:TOK@h:1/simple"]) == \
+        'url = "http://h:1/files/a.whl"\nindex = "http://h:1/simple"'
+
+
+def _with_secret(make_args: list[str], wheel_index) -> list[str]:
+    _, url = wheel_index
+    args = list(make_args)
+    args[args.index("--index-url") + 1] = url.replace("http://", f"http://alice:{SECRET}@")
+    return args
+
+
+def _leaks(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                  if p.is_file() and not p.is_symlink() and SECRET.encode() in p.read_bytes())
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("flavor", ["venv", "conda"])
+def test_a_secret_in_the_index_url_is_in_no_lock_file_env_or_output(make_args, wheel_index,
+                                                                   tmp_path, flavor):
+    args = _with_secret(make_args, wheel_index)
+    image = ["--image", "--gpu-arch", "sm_90"] if flavor == "venv" and HOST_PY == "3.11" else []
+    made = run_envgen(*args, "--flavor", flavor, *image, "-v")
+    assert made.returncode == 0, made.stderr
+    assert SECRET not in made.stdout + made.stderr
+    assert _leaks(tmp_path / "locks") == []
+    (lock,) = (tmp_path / "locks").iterdir()
+    manifest = json.loads((lock / "envgen.lock.json").read_text())
+    assert manifest["pip"]["index_url"] == wheel_index[1]  # the same index, without the secret
+    # the loopback index asks for no password: the public URL installs (a private one would
+    # take its credentials from ~/.netrc or a keyring, as pip and uv do)
+    installed = run_envgen("install", str(lock), "--prefix", str(tmp_path / "env"), "--json")
+    assert installed.returncode == 0, installed.stderr
+    assert SECRET not in installed.stdout + installed.stderr
+    assert _leaks(tmp_path / "env") == []
+
+
+def _dead_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.integration
+def test_an_unreachable_private_index_is_named_with_the_secret_masked(make_args, tmp_path):
+    port = _dead_port()
+    args = list(make_args)
+    args[args.index("--index-url") + 1] = f"http://alice:{SECRET}@127.0.0.1:{port}/simple"
+    for extra in ((), ("--json",)):
+        proc = run_envgen(*args, "--flavor", "venv", *extra)
+        assert proc.returncode == 4, proc.stderr
+        assert SECRET not in proc.stdout + proc.stderr
+        assert f"127.0.0.1:{port}/simple" in proc.stdout + proc.stderr  # named, all the same
+
+
+@pytest.mark.integration
+def test_build_dry_run_masks_a_proxys_credentials(make_args, tmp_path):
+    if HOST_PY != "3.11":
+        pytest.skip("the fixture's debian-12 base has bookworm's Python 3.11")
+    made = run_envgen(*make_args, "--flavor", "venv", "--image", "--gpu-arch", "sm_90")
+    assert made.returncode == 0, made.stderr
+    (lock,) = (tmp_path / "locks").iterdir()
+    proxy = f"HTTPS_PROXY=http://bob:{SECRET}@proxy.invalid:3128"
+    for extra in ((), ("--json",)):
+        proc = run_envgen("build", str(lock), "--dry-run", "--build-arg", proxy, *extra)
+        assert proc.returncode == 0, proc.stderr
+        assert SECRET not in proc.stdout and "bob:****@proxy.invalid" in proc.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.docker
+def test_no_layer_of_the_built_image_holds_the_secret(make_args, wheel_index, docker_ready,
+                                                      tmp_path):
+    if HOST_PY != "3.11":
+        pytest.skip("the fixture's debian-12 base has bookworm's Python 3.11")
+    args = _with_secret(make_args, wheel_index)
+    made = run_envgen(*args, "--flavor", "venv", "--image", "--gpu-arch", "sm_90", "--base",
+                      docker_ready["base"], "--json")
+    assert made.returncode == 0, made.stderr
+    lock = json.loads(made.stdout)["directory"]
+    built = run_envgen("build", lock, "--network", "host", "--json", timeout=900,
+                       env={**os.environ, "ENVGEN_CACHE_DIR": str(tmp_path / "cache")})
+    assert built.returncode == 0, built.stderr[-3000:]
+    assert SECRET not in built.stdout + built.stderr
+    image = json.loads(built.stdout)["references"][0]
+    saved = tmp_path / "image.tar"
+    subprocess.run(["/usr/bin/docker", "save", "-o", str(saved), image], check=True, timeout=600)
+    assert SECRET.encode() not in saved.read_bytes()
+    history = subprocess.run(["/usr/bin/docker", "history", "--no-trunc", image],
+                             capture_output=True, text=True, check=True, timeout=120).stdout
+    assert SECRET not in history
