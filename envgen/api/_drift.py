@@ -299,11 +299,11 @@ def _evidence_findings(manifest, matrix: Matrix) -> list[DriftFinding]:
 
 def drift(request: DriftRequest, *, matrix: Matrix | None = None,
           progress: Progress = quiet) -> DriftResult:
-    from envgen.lock import read_manifest
     from envgen.lock.files import PIP_LOCK
+    from envgen.lock.install import checked_lock
 
     matrix = matrix or Matrix.locate()
-    manifest = read_manifest(request.lock_dir)
+    manifest = checked_lock(request.lock_dir)  # as install checks it
     pins = pinned_files((Path(request.lock_dir) / PIP_LOCK).read_text(encoding="utf-8"))
     indexes = [manifest.pip.index_url, *manifest.pip.extra_index_urls]
     clients = _clients(request)

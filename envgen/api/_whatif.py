@@ -137,8 +137,9 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
            progress: Progress = quiet) -> WhatIfResult:
     """See the module docstring. UsageError for an unknown axis or no change; an infeasible
     change is a result (``new`` None, ``infeasible`` set), not an exception."""
-    from envgen.lock import lock, read_manifest
+    from envgen.lock import lock
     from envgen.lock.files import regenerate_command
+    from envgen.lock.install import checked_lock
     from envgen.resolve import iter_resolve
     from envgen.resolve import resolve as resolve_all
     from envgen.resolve.request import validate
@@ -153,7 +154,7 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
         raise UsageError("what if what changes?", hint="e.g. --torch 2.6 or --cuda 12.4")
     matrix = matrix or Matrix.locate()
     facts = matrix.facts
-    manifest = read_manifest(request.lock_dir)
+    manifest = checked_lock(request.lock_dir)  # as install checks it
     pinned = _pinned_request(manifest.combination, manifest.flavor)
     try:
         old = resolve_all(pinned, facts, limit=1)[0]

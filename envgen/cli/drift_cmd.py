@@ -24,7 +24,8 @@ framework that is known-good on GPUs, with the `envgen whatif` line to explore i
 
 exit codes: 0 the lock is as it was made (newer releases and known-good combinations are
 news, not drift), 1 it drifted (yanked, gone, no longer resolves, a fact changed), 2 usage
-error, 4 environment (an index unreachable: --offline reads the cache).
+error (a lock file edited after envgen wrote it: checked first, as install does), 4
+environment (an index unreachable: --offline reads the cache).
 """
 
 

@@ -28,7 +28,8 @@ changed); the evidence tier of both combinations (a tier lost is said); the `env
 command for the new one.
 
 exit codes: 0 the change fits, 3 nothing fits (the explanation on stderr), 1 a lock or data
-error, 2 usage error, 4 environment (an index unreachable for the solve; --no-lock skips it).
+error, 2 usage error (a lock file edited after envgen wrote it), 4 environment (an index
+unreachable for the solve; --no-lock skips it).
 """
 
 

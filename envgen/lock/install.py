@@ -60,6 +60,21 @@ def verify_files(lock_dir: Path, manifest: Manifest) -> None:
                                "instead of editing it")
 
 
+def checked_lock(lock_dir: Path, source: str = "--lock") -> Manifest:
+    """The manifest of ``lock_dir`` with every lock file checked against the hash it was
+    written with (what `envgen install` checks first): for the commands that read a lock
+    without installing it (drift, whatif). An edited, emptied or replaced file is a usage
+    error naming it."""
+    from envgen.errors import UsageError
+
+    manifest = read_manifest(lock_dir)
+    try:
+        verify_files(lock_dir, manifest)
+    except InstallError as exc:
+        raise UsageError(exc.message, hint=exc.hint, source=source) from None
+    return manifest
+
+
 def _pip_env(ca_cert: Path | None) -> dict[str, str]:
     """pip and uv see only the lock's own indexes: no pip.conf, no uv.toml, no PIP_* / UV_*
     source settings."""
