@@ -19,8 +19,12 @@ ccache with ``remote_only`` (no local objects, no stats: nothing lands in the la
   the build the least recently used go while the store is over its limit (ccache's own
   default max_size, 5 GB; ``ENVGEN_CCACHE_MAX_GB``);
 - a second envgen build while one runs finds the port taken by a store of the same directory
-  and uses it; anything else on the port, or no such address here (a remote daemon, rootless
-  Docker), means a build without ccache, said in the log.
+  and uses it — once the listener has proved it holds the token (it answers a fresh nonce with
+  the token's HMAC; the token is never sent to it); anything else on the port, or no such
+  address here (a remote daemon, rootless Docker), means a build without ccache, said in the
+  log;
+- a PUT is streamed to a temporary file and stored only when all its bytes came; at most 64
+  connections are served at once.
 
 Hand-written (a few HTTP verbs over one directory; a WebDAV server would be a large dependency
 for it). Input: the docker client and the build's network. Output: the build arg, the host
@@ -45,8 +49,10 @@ DEFAULT_PORT = 47311  # fixed, see the module docstring; ENVGEN_CCACHE_PORT over
 DEFAULT_MAX_GB = 5.0  # ccache's own default max_size
 BUILD_ARG = "ENVGEN_CCACHE"
 _KEY = re.compile(r"^[0-9a-z]{1,128}(/[0-9a-z]{1,128}){0,2}$")  # ccache's flat/subdirs layouts
-_PROBE = ".envgen"  # GET <token>/.envgen answers the store's directory (a shared store)
+_PROBE = "/.envgen-proof/"  # GET /.envgen-proof/<nonce>: HMAC(token, nonce, directory)
 _MAX_OBJECT = 1 << 30
+_CHUNK = 1 << 20
+_MAX_CONNECTIONS = 64
 
 
 @dataclass
@@ -76,8 +82,6 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._answer(403)
             return None
         key = self.path[len(prefix):]
-        if key == _PROBE:
-            return self.server.root / _PROBE
         if not _KEY.match(key):
             self._answer(400)
             return None
@@ -91,11 +95,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def do_GET(self) -> None:
+        if self.path.startswith(_PROBE):  # another envgen asks: prove the token, never send it
+            nonce = self.path[len(_PROBE):]
+            if not re.fullmatch(r"[0-9a-f]{32}", nonce):
+                self._answer(400)
+                return
+            self._answer(200, proof(self.server.token, nonce, self.server.root).encode())
+            return
         path = self._object()
         if path is None:
-            return
-        if path.name == _PROBE:
-            self._answer(200, str(self.server.root).encode())
             return
         try:
             data = path.read_bytes()
@@ -111,7 +119,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         path = self._object()
         if path is not None:
-            self._answer(200 if path.is_file() or path.name == _PROBE else 404)
+            self._answer(200 if path.is_file() else 404)
 
     def do_PUT(self) -> None:
         path = self._object()
@@ -122,16 +130,27 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             self._answer(411)
             return
-        if size < 0 or size > _MAX_OBJECT or path.name == _PROBE:
+        if size < 0 or size > _MAX_OBJECT:
             self._answer(413 if size > _MAX_OBJECT else 400)
             return
-        data = self.rfile.read(size)
-        try:
+        tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
+        try:  # streamed to disk (bounded memory); stored only when all of it came
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
-            tmp.write_bytes(data)
+            got = 0
+            with tmp.open("wb") as out:
+                while got < size:
+                    chunk = self.rfile.read(min(_CHUNK, size - got))
+                    if not chunk:
+                        break
+                    out.write(chunk)
+                    got += len(chunk)
+            if got != size:  # the client went away: nothing half-written is kept
+                tmp.unlink(missing_ok=True)
+                self.close_connection = True
+                return
             os.replace(tmp, path)
         except OSError:
+            tmp.unlink(missing_ok=True)
             self._answer(507)
             return
         self.server.counts.add("stored")
@@ -154,7 +173,21 @@ class _Server(http.server.ThreadingHTTPServer):
 
     def __init__(self, address: tuple[str, int], root: Path, token: str) -> None:
         self.root, self.token, self.counts = root, token, Counts()
+        self.slots = threading.BoundedSemaphore(_MAX_CONNECTIONS)
         super().__init__(address, _Handler)
+
+    def process_request(self, request, client_address) -> None:
+        """At most _MAX_CONNECTIONS at once (ccache opens a few; anything more is not it)."""
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
 
 
 @dataclass(frozen=True)
@@ -281,15 +314,28 @@ def serving(address: str, directory: Path | None = None,
         trim(root, max_bytes())
 
 
+def proof(tok: str, nonce: str, root: Path) -> str:
+    """What only a store holding the user's token for ``root`` can answer to ``nonce``."""
+    import hashlib
+    import hmac
+
+    return hmac.new(tok.encode(), f"{nonce}\0{root}".encode(), hashlib.sha256).hexdigest()
+
+
 def _same_store(address: str, listen_port: int, tok: str, root: Path) -> bool:
+    """Whether what listens on the port is a store of this user's ``root``: it must answer a
+    fresh nonce with the token's HMAC. The token itself is never sent to it."""
+    import hmac
     import urllib.request
 
+    nonce = secrets.token_hex(16)
     try:
-        with urllib.request.urlopen(f"http://{address}:{listen_port}/{tok}/{_PROBE}",
+        with urllib.request.urlopen(f"http://{address}:{listen_port}{_PROBE}{nonce}",
                                     timeout=2) as answer:
-            return answer.read().decode() == str(root)
+            got = answer.read(256).decode("ascii", "replace")
     except Exception:
         return False
+    return hmac.compare_digest(got, proof(tok, nonce, root))
 
 
 def trim(root: Path, limit: int) -> int:
