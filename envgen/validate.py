@@ -25,6 +25,15 @@ if TYPE_CHECKING:
 _CONTROL = frozenset(map(chr, (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)))
 
 
+def shown(value: str) -> str:
+    """Text from a file, a node or a tool, for a terminal: each control character as its
+    escape (``\\x1b``), so that none can move the cursor, retitle or clear the screen."""
+    if value.isprintable():
+        return value
+    return "".join(c.encode("unicode_escape").decode("ascii") if c in _CONTROL else c
+                   for c in value)
+
+
 def describe(value: Any) -> str:
     """A value as an error message shows it: quoted, control characters escaped, clipped."""
     text = repr(value)

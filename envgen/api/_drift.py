@@ -18,7 +18,6 @@ news. Nothing is installed or written.
 
 from __future__ import annotations
 
-import re
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,8 +33,6 @@ NEWS = ("newer-patch", "newer-known-good")
 FACT_FIELDS = ("nccl", "cudnn", "triton", "nvcc_version", "gcc", "glibc", "torch_glibc",
                "min_driver", "release_driver", "nvcc_driver", "cuda_archs", "framework_archs",
                "ops_unavailable")
-_BLOCK = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)((?:\s*\\\s*\n\s*--hash=sha256:"
-                    r"[0-9a-f]{64})*)", re.M)
 
 
 @dataclass(frozen=True)
@@ -76,10 +73,9 @@ class DriftResult:
 
 def pinned_files(text: str) -> dict[str, tuple[str, frozenset[str]]]:
     """name → (version, the sha256 of every file the lock accepts) of a requirements lock."""
-    out = {}
-    for name, version, hashes in _BLOCK.findall(text):
-        out[name] = (version, frozenset(re.findall(r"[0-9a-f]{64}", hashes)))
-    return out
+    from envgen.lock.requirements import pins
+
+    return pins(text)
 
 
 def _version_of(filename: str):

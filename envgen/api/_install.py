@@ -34,11 +34,12 @@ class InstallResult:
     pip_packages: int
     seconds: float
     activation: Activation | None = None  # what the env sets (CUDA_HOME, CC, …) and notes
+    env_kind: str = "venv"  # "venv" or "conda": how it is activated
 
     def to_dict(self) -> dict:
         return {"prefix": str(self.prefix), "python": str(self.python),
                 "conda_packages": self.conda_packages, "pip_packages": self.pip_packages,
-                "seconds": round(self.seconds, 3),
+                "seconds": round(self.seconds, 3), "env_kind": self.env_kind,
                 "environment": self.activation.to_dict() if self.activation else None}
 
 
@@ -49,4 +50,5 @@ def install(req: InstallRequest, *, progress: Progress = quiet) -> InstallResult
                         progress=progress)
     return InstallResult(prefix=done.prefix, python=done.python,
                          conda_packages=done.conda_packages, pip_packages=done.pip_packages,
-                         seconds=time.monotonic() - started, activation=done.activation)
+                         seconds=time.monotonic() - started, activation=done.activation,
+                         env_kind=done.env_kind)

@@ -78,12 +78,12 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
               file=ctx.out)
         act = result.activation
         if act is not None:
-            for name, value in act.values.items():
+            for name, value in act.values.items():  # printable: activation.plan checks
                 print(f"  {name}={shlex.quote(value)}", file=ctx.out)
             for note in act.notes:
                 print(f"  note: {note}", file=ctx.out)
             prefix = shlex.quote(str(result.prefix))
-            activate = (f"conda activate {prefix}" if (result.prefix / "conda-meta").is_dir()
+            activate = (f"conda activate {prefix}" if result.env_kind == "conda"
                         else f". {shlex.quote(str(result.prefix / 'bin' / 'activate'))}")
             print("These are set whenever the env's Python runs (ENVGEN_ENV=off: not) and by "
                   f"activating it:\n  {activate}\nCheck it: envgen doctor --python "

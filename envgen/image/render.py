@@ -20,6 +20,7 @@ from envgen.image.naming import image_name
 from envgen.lock.conda_solve import CondaPackage
 from envgen.lock.flavors import flavor_for
 from envgen.lock.pip_compile import PipPackage
+from envgen.lock.requirements import normalize
 from envgen.resolve.combination import Combination
 
 DOCKERFILE = "Dockerfile"
@@ -127,14 +128,10 @@ def _base(inp: ImageInput, recipes: Recipes, options: ImageOptions) -> tuple[str
 
 def _split_pip(inp: ImageInput) -> tuple[list[PipPackage], list[PipPackage]]:
     fw = inp.combination.framework
-    framework = [p for p in inp.pip if _norm(p.name) == _norm(fw)]
+    framework = [p for p in inp.pip if normalize(p.name) == normalize(fw)]
     if not framework:
         raise DataError(f"the pip lock holds no {fw}", hint="regenerate the lock")
-    return [p for p in inp.pip if _norm(p.name) != _norm(fw)], framework
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return [p for p in inp.pip if normalize(p.name) != normalize(fw)], framework
 
 
 def _pip_file(what: str, options: tuple[str, ...], packages: list[PipPackage]) -> str:

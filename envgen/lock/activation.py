@@ -34,6 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from envgen.validate import shown
+
 VARIABLES = ("CUDA_HOME", "CC", "CXX", "TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST")
 PTH = "_envgen_env.pth"
 MODULE = "_envgen_env.py"
@@ -115,7 +117,12 @@ def plan(manifest, prefix: Path, site_packages: Path, *,
         manifest.image.cuda_arch_list if manifest.image else None)
     if archs:
         values["TORCH_CUDA_ARCH_LIST"] = archs
-    return Activation(values=values, path=tuple(path), notes=tuple(notes))
+    for name, value in list(values.items()):  # a path found on this machine, shown later
+        if not value.isprintable():
+            del values[name]
+            notes.append(f"{name} not set: {shown(value)} has a control character")
+    return Activation(values=values, path=tuple(p for p in path if p.isprintable()),
+                      notes=tuple(notes))
 
 
 def _module(act: Activation, prefix: Path) -> str:

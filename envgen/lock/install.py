@@ -42,6 +42,7 @@ class InstallResult:
     pip_packages: int
     python: Path
     activation: Activation | None = None  # the toolchain variables the env sets
+    env_kind: str = "venv"  # "venv" or "conda": how the env is activated
 
 
 def verify_files(lock_dir: Path, manifest: Manifest) -> None:
@@ -375,4 +376,5 @@ def install(lock_dir: Path, prefix: Path, *, cache_dir: Path, ca_cert: Path | No
             raise filesystem_error(exc, "installing into", prefix) from None
         raise
     return InstallResult(prefix=prefix, conda_packages=conda, pip_packages=pip,
-                         python=prefix / "bin" / "python", activation=activation)
+                         python=prefix / "bin" / "python", activation=activation,
+                         env_kind=flavor_for(manifest.flavor).env_kind)

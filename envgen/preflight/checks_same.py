@@ -193,29 +193,26 @@ def doctor_errors(catalog, diagnoses: dict[str, Any]) -> list[Finding]:
 def missing_software(catalog, snaps: dict[str, Snapshot],
                      frameworks: tuple[str, ...] = ()) -> list[Finding]:
     """torch (and each framework the job names) that is not installed, or fails to import,
-    in the Python the launcher runs: one finding per module with the nodes that lack it."""
-    missing: dict[str, list[str]] = {}
-    errors: dict[str, str] = {}
+    in the Python the launcher runs: one finding per module and way it fails, with the nodes
+    where it does."""
+    from envgen.validate import shown  # what a node reports, escaped for the terminal
+
+    missing: dict[tuple[str, str | None], list[str]] = {}  # (module, import error) → nodes
     for node, snap in snaps.items():
         imports = snap.import_errors if isinstance(snap.import_errors, dict) else {}
-        installed = {"torch": snap.torch is UNKNOWN or bool(snap.torch)}
+        installed = {} if snap.torch is UNKNOWN else {"torch": bool(snap.torch)}
         if snap.frameworks is not UNKNOWN:  # name → version (None: a source checkout)
             installed.update({f: f in (snap.frameworks or {}) for f in frameworks})
-        for module in ("torch", *frameworks):
-            if module not in installed or (module == "torch" and snap.torch is UNKNOWN):
-                continue
+        for module, present in installed.items():
             error = imports.get(module) or imports.get(module.replace("-", "_"))
-            if not installed[module] or error:
-                missing.setdefault(module, []).append(node)
-                if error:
-                    errors.setdefault(module, error)
+            if not present or error:
+                missing.setdefault((module, error if present else None), []).append(node)
     out = []
-    for module, nodes in missing.items():
+    for (module, error), nodes in missing.items():
         where = "every node" if len(nodes) == len(snaps) and len(nodes) > 1 \
-            else ", ".join(nodes)
-        how = f"fails to import ({errors[module]})" if module in errors else "is not installed"
+            else ", ".join(map(shown, nodes))
+        how = f"fails to import ({shown(error)})" if error else "is not installed"
         out.append(catalog.finding(
             "torch-missing", f"{module} {how} on {where}: the launcher's processes stop before "
-            "any rank starts", {"module": module, "nodes": nodes,
-                                "error": errors.get(module)}, None))
+            "any rank starts", {"module": module, "nodes": nodes, "error": error}, None))
     return out

@@ -41,34 +41,20 @@ import time
 import urllib.request
 from pathlib import Path
 
-# the machine's own: its torch build and the CUDA libraries that torch was built with
+from envgen.lock import requirements
+
+# the machine's own: its torch build and NVIDIA's CUDA wheels torch was built with (their PyPI
+# names: nvidia-*, cuda-*, and torch's own triton)
 MACHINE_OWNED = re.compile(r"^(torch|triton|nvidia-.*|cuda-.*)$")
 TOOL_WHEELS = ("packaging", "fastjsonschema", "nvidia-ml-py")  # what envgen verify imports
-REQ_LINE = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)")
 CHUNK = 1 << 20
-
-
-def _norm(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
-def requirement_blocks(text: str) -> list[tuple[str, str, str]]:
-    """(normalized name, version, the block's text) of each pinned entry of a pip lock."""
-    blocks: list[tuple[str, str, str]] = []
-    for line in text.splitlines():
-        m = REQ_LINE.match(line)
-        if m:
-            blocks.append((_norm(m[1]), m[2], line))
-        elif line.startswith((" ", "\t")) and blocks:
-            name, version, block = blocks[-1]
-            blocks[-1] = (name, version, block + "\n" + line)
-    return blocks
+MAX_FILE = 1 << 30  # no single carried file is near this; a larger answer is not the lock's
 
 
 def carried(text: str, machine_provides: frozenset[str] = frozenset()) -> str:
     """The lock's entries that are carried to the machine: every one but its torch/CUDA and
     what the plan leaves to the machine (``--machine-provides``: torch's own dependencies)."""
-    return "\n".join(b for n, _, b in requirement_blocks(text)
+    return "\n".join(b for n, _, b in requirements.blocks(text)
                      if not MACHINE_OWNED.match(n) and n not in machine_provides) + "\n"
 
 
@@ -91,35 +77,32 @@ def _proven(tier_floor: str = "T3") -> set[str]:
 def _fetch(url: str, sha256: str, dest: Path) -> None:
     if dest.exists() and hashlib.sha256(dest.read_bytes()).hexdigest() == sha256:
         return
-    digest, part = hashlib.sha256(), dest.with_name(dest.name + ".part")
-    with urllib.request.urlopen(url, timeout=120) as resp, part.open("wb") as out:
-        while chunk := resp.read(CHUNK):
-            digest.update(chunk)
-            out.write(chunk)
-    if digest.hexdigest() != sha256:
-        part.unlink()
-        raise SystemExit(f"{url}: sha256 {digest.hexdigest()} is not the lock's {sha256}")
-    part.replace(dest)
+    digest, part, got = hashlib.sha256(), dest.with_name(dest.name + ".part"), 0
+    try:
+        with urllib.request.urlopen(url, timeout=120) as resp, part.open("wb") as out:
+            while chunk := resp.read(CHUNK):
+                got += len(chunk)
+                if got > MAX_FILE:
+                    raise SystemExit(f"{url}: more than {MAX_FILE >> 20} MiB, not the lock's file")
+                digest.update(chunk)
+                out.write(chunk)
+        if digest.hexdigest() != sha256:
+            raise SystemExit(f"{url}: sha256 {digest.hexdigest()} is not the lock's {sha256}")
+        part.replace(dest)
+    finally:
+        part.unlink(missing_ok=True)
 
 
-def _files(lock_dir: Path, names: set[str], python: str) -> list[tuple[str, str]]:
-    """(url, sha256) of the pylock.toml files of ``names``: a wheel this target installs
-    (the lock lists only those), else the sdist."""
-    import tomllib
+def _files(lock_dir: Path, names: set[str]):
+    """The pylock.toml file (envgen.lock.pip_compile.Dist) the lock's target installs for each
+    of ``names``: the wheel an installer there picks, else the sdist."""
+    from envgen.lock import read_manifest
+    from envgen.lock.pip_compile import parse_pylock
 
-    doc = tomllib.loads((lock_dir / "pylock.toml").read_text())
-    cp = "cp" + python.replace(".", "")
-    fits = re.compile(rf"-(py3|{cp}|cp3\d+)-(none|abi3|{cp})-(any|manylinux[^-]*x86_64)\.whl$")
-    picked = []
-    for pkg in doc.get("packages", []):
-        if _norm(pkg["name"]) not in names:
-            continue
-        wheels = [w for w in pkg.get("wheels", []) if fits.search(w["url"])]
-        f = wheels[0] if wheels else pkg.get("sdist")
-        if f is None:
-            raise SystemExit(f"{lock_dir.name}: no file of {pkg['name']} for {cp} x86_64")
-        picked.append((f["url"], f["hashes"]["sha256"]))
-    return picked
+    target = read_manifest(lock_dir).target
+    return [p.primary(target.python.rstrip("t"), target.python_platform)
+            for p in parse_pylock((lock_dir / "pylock.toml").read_text(encoding="utf-8"))
+            if requirements.normalize(p.name) in names]
 
 
 def _pip_download(names: list[str], dest: Path) -> None:
@@ -139,14 +122,16 @@ def prepare(args: argparse.Namespace) -> int:
     request = ["--torch", args.torch, "--cuda", args.cuda, "--python", args.python, "--os",
                args.os, "--gpu-arch", args.gpu_arch, "--nvcc", args.nvcc, "--flavor", "venv"]
     proven = _proven()
-    provides = frozenset(_norm(n) for n in args.machine_provides.split(",") if n)
+    provides = frozenset(requirements.normalize(n) for n in args.machine_provides.split(",")
+                         if n)
     queues = []
     for fw in args.frameworks.split(","):
         doc = _envgen("resolve", "--framework", fw, "--limit", "0", *request)
         queues.append([c["id"] for c in doc["combinations"] if c["id"] not in proven])
     order = [cid for round_ in _interleave(queues) for cid in round_]
     _pip_download(["pip", *TOOL_WHEELS], tool)
-    _os_packages(out / "os")
+    libaio = _libaio_packages()
+    _os_packages(out / "os", libaio)
     budget = args.budget_mib * (1 << 20)
     plan = []
     for cid in order:
@@ -155,10 +140,9 @@ def prepare(args: argparse.Namespace) -> int:
         _envgen("make", "--combination", cid, "--flavor", "venv", "--out", str(locks))
         lock = locks / cid
         wanted = _carried_pins(lock, provides)
-        in_pylock = {(_norm(n), v) for n, v in _pylock_pins(lock)}
-        for url, sha in _files(lock, {n for n, v in wanted if (n, v) in in_pylock},
-                               args.python):
-            _fetch(url, sha, wheels / url.rsplit("/", 1)[1])
+        in_pylock = {(requirements.normalize(n), v) for n, v in _pylock_pins(lock)}
+        for dist in _files(lock, {n for n, v in wanted if (n, v) in in_pylock}):
+            _fetch(dist.url, dist.sha256, wheels / dist.filename)
         build_only = [b for pin, b in wanted.items() if pin not in in_pylock]
         if build_only:  # build dependencies at other versions than the main lock's
             req = out / "build-only.txt"
@@ -175,19 +159,30 @@ def prepare(args: argparse.Namespace) -> int:
     (out / "plan.json").write_text(json.dumps(
         {"machine": {"torch": args.torch, "cuda": args.cuda, "python": args.python,
                      "os": args.os}, "machine_provides": sorted(provides),
+         "os_packages": libaio,
          "combinations": plan}, indent=2) + "\n")
     print(f"{len(plan)} combinations, {_size(out) / (1 << 20):.1f} MiB in {out}")
     return 0
 
 
-def _os_packages(dest: Path) -> None:
+def _libaio_packages() -> list[str]:
+    """libaio's Debian packages, as the matrix names them: the venv flavor's OS package (the
+    headers) and the Debian runtime image's (the library)."""
+    from envgen.facts.matrix import Matrix
+
+    matrix = Matrix.locate()
+    names = [*matrix.facts.toolchain.venv_os_packages.get("debian", ()),
+             *matrix.images.families["debian"].runtime]
+    return sorted({n for n in names if n.startswith("libaio")})
+
+
+def _os_packages(dest: Path, packages: list[str]) -> None:
     """libaio (the lock's OS package for async_io), unpacked, for a machine without it:
     Debian's build, since Ubuntu's archive is not reachable here (the run says which it used)."""
     debs = dest / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     debs.chmod(0o777)  # apt's download user (_apt) writes there
-    subprocess.run(["apt-get", "download", "libaio1", "libaio-dev"], cwd=debs, check=True,
-                   timeout=300)
+    subprocess.run(["apt-get", "download", *packages], cwd=debs, check=True, timeout=300)
     for deb in debs.glob("*.deb"):
         subprocess.run(["dpkg-deb", "-x", str(deb), str(dest / "root")], check=True, timeout=60)
     shutil.rmtree(debs)
@@ -214,7 +209,7 @@ def _carried_pins(lock: Path, provides: frozenset[str]) -> dict[tuple[str, str],
     pins = {}
     for f in ("requirements.lock.txt", "build-requirements.lock.txt"):
         if (lock / f).exists():
-            pins.update({(n, v): b for n, v, b in requirement_blocks((lock / f).read_text())
+            pins.update({(n, v): b for n, v, b in requirements.blocks((lock / f).read_text())
                          if not MACHINE_OWNED.match(n) and n not in provides})
     return pins
 
@@ -229,11 +224,11 @@ def _prune(wheels: Path, locks: Path) -> None:
     for lock in locks.iterdir():
         for f in ("requirements.lock.txt", "build-requirements.lock.txt"):
             if (lock / f).exists():
-                wanted |= {(n, v) for n, v, _ in requirement_blocks((lock / f).read_text())}
+                wanted |= {(n, v) for n, v, _ in requirements.blocks((lock / f).read_text())}
     for f in wheels.iterdir():
         name, version = f.name.split("-")[:2]
         version = version.removesuffix(".tar.gz").removesuffix(".zip")
-        if (_norm(name), version) not in wanted:
+        if (requirements.normalize(name), version) not in wanted:
             f.unlink()
 
 
@@ -299,7 +294,7 @@ def _installed(python: str) -> dict[str, str]:
     proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
     seen: dict[str, str] = {}
     for name, version in json.loads(proc.stdout or "[]") if proc.returncode == 0 else []:
-        seen.setdefault(_norm(name), version)
+        seen.setdefault(requirements.normalize(name), version)
     return seen
 
 
@@ -350,7 +345,7 @@ def _one(cid: str, carry: Path, work: Path, out: Path, machine: tuple[str, dict]
         (env_dir / "installed").touch()
     result["reused_env"] = reuse
     installed = _installed(python)
-    locked = {n: v for n, v, _ in requirement_blocks((lock / "requirements.lock.txt").read_text())}
+    locked = {n: v for n, v, _ in requirements.blocks((lock / "requirements.lock.txt").read_text())}
     result["env_vs_lock"] = {
         "as_locked": sorted(n for n, v in locked.items() if installed.get(n) == v),
         "differs": {n: {"locked": v, "installed": installed.get(n)}
@@ -379,8 +374,8 @@ def run(args: argparse.Namespace) -> int:
     soft, hard = t0 + args.stop_starting_after, t0 + args.hard_stop
     machine = _machine_python()
     summary = {"machine": machine[1], "python": machine[0], "plan": plan["machine"],
-               "libaio": "carried (Debian 12's libaio1, libaio-dev)" if _libaio_env(carry)
-               else "the machine's",
+               "libaio": (f"carried (Debian's {', '.join(plan.get('os_packages', []))})"
+                          if _libaio_env(carry) else "the machine's"),
                "results": [], "not_started": []}
     want = plan["machine"]
     if (machine[1]["torch"].split("+")[0], machine[1]["cuda"], machine[1]["python"]) != (

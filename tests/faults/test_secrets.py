@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.http_call import call
 from support.run import HOST_PY, run_envgen
 
 from envgen.image import ccache_store
@@ -194,7 +195,7 @@ def _cut_off(running, base: str, port: int) -> None:
         time.sleep(0.1)
     assert not (running.root / "c1" / "cutoff").exists()
     assert leftovers == [] and running.counts.stored == 0
-    assert _call("PUT", f"{base}/c1/whole", b"y" * 300_000)[0] == 201  # a whole one is stored
+    assert call("PUT", f"{base}/c1/whole", b"y" * 300_000)[0] == 201  # a whole one is stored
 
 
 @fault("S08", "a lock file edited, emptied or symlinked to /etc/passwd, then drift / whatif",
@@ -230,14 +231,3 @@ def test_an_edited_lock_is_refused_before_anything_is_read(make_args, tmp_path):
             lock.write_bytes(original)
 
 
-
-def _call(method: str, url: str, data: bytes | None = None) -> tuple[int, bytes]:
-    import urllib.error
-    import urllib.request
-
-    req = urllib.request.Request(url, data=data, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""

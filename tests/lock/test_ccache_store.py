@@ -10,11 +10,10 @@ import shutil
 import socket
 import stat
 import subprocess
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
+from support.http_call import call
 
 from envgen.image import ccache_store
 
@@ -25,15 +24,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def call(method: str, url: str, data: bytes | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=data, method=method)
-    try:
-        with urllib.request.urlopen(req, timeout=10) as answer:
-            return answer.status, answer.read()
-    except urllib.error.HTTPError as exc:
-        return exc.code, b""
 
 
 @pytest.fixture

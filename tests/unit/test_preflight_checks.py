@@ -267,3 +267,22 @@ def test_deepspeed_env_lines_are_forwarded_from_home_or_cwd(catalog, tmp_path):
     found = checks_launcher.not_forwarded(catalog, exported, {"DS_ENV_FILE": "my.env"},
                                           cwd=cwd, home=home)
     assert found and found[0].evidence["variable"] == "GLOO_SOCKET_IFNAME"  # ~/my.env: none
+
+
+def test_torch_or_a_framework_missing_is_an_error_naming_the_nodes(catalog):
+    node0, node1, node2 = NAMES[:3]
+    found = checks_same.missing_software(catalog, snaps(**{
+        node0: {"frameworks": {}},
+        node1: {"torch": None},
+        node2: {"import_errors": {"torch": "ImportError: libc10.so: cannot open"}}}),
+        ("deepspeed",))
+    assert all(f.kind == "torch-missing" and f.severity == "error" for f in found)
+    assert sorted((f.evidence["module"], tuple(f.evidence["nodes"]), f.evidence["error"])
+                  for f in found) == [
+        ("deepspeed", (node0,), None), ("torch", (node1,), None),
+        ("torch", (node2,), "ImportError: libc10.so: cannot open")]
+    summaries = sorted(f.summary for f in found)
+    assert summaries[1].startswith(f"torch fails to import (ImportError: libc10.so: cannot "
+                                   f"open) on {node2}")
+    assert summaries[2].startswith(f"torch is not installed on {node1}")
+    assert checks_same.missing_software(catalog, snaps(), ("deepspeed",)) == []

@@ -1,6 +1,7 @@
-"""envgen.verify.batch: which lock entries travel to an offline GPU machine, which file of
-each is taken, the order combinations are tried in, what a run stops, and what an env imports
-when a venv shadows the machine's site-packages (real venvs, no network)."""
+"""envgen.verify.batch: which lock entries travel to an offline GPU machine (the file of each
+is PipPackage.primary's choice, tested with the pylock reader in tests/lock/test_plan.py), the
+order combinations are tried in, what a run stops, and what an env imports when a venv shadows
+the machine's site-packages (real venvs, no network)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from envgen.lock import requirements
 from envgen.verify import batch
 
 LOCK = """\
@@ -41,7 +43,7 @@ triton==3.6.0 \\
 
 
 def test_requirement_blocks_keep_every_hash_line_and_normalize_names():
-    blocks = batch.requirement_blocks(LOCK)
+    blocks = requirements.blocks(LOCK)
     assert [(n, v) for n, v, _ in blocks] == [
         ("deepspeed", "0.19.7"), ("numpy", "2.5.5"), ("nvidia-nccl-cu13", "2.28.9"),
         ("cuda-bindings", "13.5.0"), ("sympy", "1.14.0"), ("torch", "2.11.0"),
@@ -53,61 +55,14 @@ def test_requirement_blocks_keep_every_hash_line_and_normalize_names():
 
 def test_carried_leaves_torch_and_cuda_to_the_machine():
     text = batch.carried(LOCK)
-    names = [n for n, _, _ in batch.requirement_blocks(text)]
+    names = [n for n, _, _ in requirements.blocks(text)]
     assert names == ["deepspeed", "numpy", "sympy", "typing-extensions"]
     assert "--hash=sha256:bb" in text  # the blocks travel whole, for --require-hashes
 
 
 def test_carried_leaves_what_the_plan_says_the_machine_provides():
     text = batch.carried(LOCK, frozenset({"sympy", "typing-extensions"}))
-    assert [n for n, _, _ in batch.requirement_blocks(text)] == ["deepspeed", "numpy"]
-
-
-def _pylock(directory: Path, packages: str) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "pylock.toml").write_text('lock-version = "1.0"\n' + packages)
-    return directory
-
-
-def test_files_take_a_wheel_for_the_target_python_else_the_sdist(tmp_path):
-    lock = _pylock(tmp_path / "lock", """
-[[packages]]
-name = "numpy"
-version = "2.5.5"
-sdist = { url = "h:/numpy-2.5.5.tar.gz", hashes = { sha256 = "s0" } }
-wheels = [
-  { url = "h:/numpy-2.5.5-cp311-cp311-manylinux_2_28_x86_64.whl", hashes = { sha256 = "w311" } },
-  { url = "h:/numpy-2.5.5-cp312-cp312-manylinux_2_28_x86_64.whl", hashes = { sha256 = "w312" } },
-]
-
-[[packages]]
-name = "psutil"
-version = "7.2.2"
-wheels = [{url = "h:/psutil-7.2.2-cp36-abi3-manylinux_2_28_x86_64.whl", hashes = {sha256 = "abi3"}}]
-
-[[packages]]
-name = "deepspeed"
-version = "0.19.7"
-sdist = { url = "h:/deepspeed-0.19.7.tar.gz", hashes = { sha256 = "ds" } }
-
-[[packages]]
-name = "torch"
-version = "2.11.0"
-wheels = [{url = "h:/torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl", hashes = {sha256 = "t"}}]
-""")
-    picked = batch._files(lock, {"numpy", "psutil", "deepspeed"}, "3.12")
-    assert sorted(sha for _, sha in picked) == ["abi3", "ds", "w312"]
-
-
-def test_files_name_the_package_that_has_nothing_for_the_target(tmp_path):
-    lock = _pylock(tmp_path / "lock", """
-[[packages]]
-name = "onlyarm"
-version = "1.0"
-wheels = [{url = "h:/onlyarm-1.0-cp312-cp312-manylinux_2_28_aarch64.whl", hashes = {sha256 = "a"}}]
-""")
-    with pytest.raises(SystemExit, match="no file of onlyarm for cp312 x86_64"):
-        batch._files(lock, {"onlyarm"}, "3.12")
+    assert [n for n, _, _ in requirements.blocks(text)] == ["deepspeed", "numpy"]
 
 
 def test_fetch_refuses_a_file_whose_hash_is_not_the_locks(tmp_path):
