@@ -41,8 +41,8 @@ from envgen.facts import find_matrix_dir  # noqa: E402
 from envgen.facts.matrix import Matrix  # noqa: E402
 from envgen.lock import LockOptions, pip_compile  # noqa: E402
 from envgen.lock.conda_solve import solve_conda  # noqa: E402
+from envgen.lock.flavors import make_plan  # noqa: E402
 from envgen.lock.pip_compile import compile_command, compile_pip  # noqa: E402
-from envgen.lock.plan import make_plan  # noqa: E402
 from envgen.resolve import Request, resolve  # noqa: E402
 
 HOST_PY = f"{sys.version_info.major}.{sys.version_info.minor}"

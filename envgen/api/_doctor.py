@@ -114,7 +114,7 @@ def doctor(request: DoctorRequest, *, matrix: Matrix | None = None,
 
 
 def _check_frameworks(names: tuple[str, ...], matrix: Matrix) -> None:
-    from envgen.doctor.judge import FRAMEWORK_ALIASES
+    from envgen.doctor.context import FRAMEWORK_ALIASES
     from envgen.resolve.request import suggest
 
     known = matrix.facts.framework_names

@@ -4,7 +4,6 @@ checked config, and where each setting came from."""
 from __future__ import annotations
 
 import functools
-import os
 import sys
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
@@ -14,17 +13,6 @@ if TYPE_CHECKING:
 
     from envgen.cli.progress import Reporter
     from envgen.facts.matrix import Matrix
-
-
-def wants_bars(stream: TextIO, quiet: bool, as_json: bool) -> bool:
-    """Whether progress may be drawn as live bars on ``stream`` (envgen.cli.progress): a
-    terminal, ``TERM`` not ``dumb``, no --quiet or --json."""
-    if quiet or as_json or os.environ.get("TERM") == "dumb":
-        return False
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 class Context:

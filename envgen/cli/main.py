@@ -24,7 +24,8 @@ except ImportError:  # pragma: no cover (an interpreter without CPython's _signa
 from envgen import __version__  # noqa: F401 (the CLI's version, for tools)
 from envgen.cli import lifecycle
 from envgen.cli.commands import COMMANDS, MATRIX_COMMANDS
-from envgen.cli.context import Context, wants_bars
+from envgen.cli.context import Context
+from envgen.cli.progress import wants_bars
 from envgen.errors import (
     EnvgenError,
     Interrupted,

@@ -9,13 +9,23 @@ counted task; elsewhere (pipes, CI logs, tests) it prints the lines only, exactl
 
 from __future__ import annotations
 
+import os
 import sys
-
-from envgen.cli.context import wants_bars  # (defined there: checked before this is imported)
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
     from typing import Any, TextIO
+
+
+def wants_bars(stream: TextIO, quiet: bool, as_json: bool) -> bool:
+    """Whether progress may be drawn as live bars on ``stream`` (envgen.cli.progress): a
+    terminal, ``TERM`` not ``dumb``, no --quiet or --json."""
+    if quiet or as_json or os.environ.get("TERM") == "dumb":
+        return False
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 class Reporter:

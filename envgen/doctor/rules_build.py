@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import shlex
 
-from envgen.doctor.judge import Context, known, major_minor, public
+from envgen.doctor.context import Context, known, major_minor, public
 from envgen.doctor.snapshot import UNKNOWN
 from envgen.versions import spec_contains
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from envgen.doctor.judge import Context, known, major_minor, public
+from envgen.doctor.context import Context, known, major_minor, public
 from envgen.doctor.rules_release import _make
 from envgen.doctor.snapshot import UNKNOWN
 from envgen.resolve.checks import cc_of

@@ -4,7 +4,7 @@ the wheels' manylinux tags, pip's dependency conflicts and imports that fail."""
 
 from __future__ import annotations
 
-from envgen.doctor.judge import Context, known, major_minor, public
+from envgen.doctor.context import Context, known, major_minor, public
 from envgen.doctor.suggest import make_command
 from envgen.versions import dotted_key
 

@@ -14,7 +14,13 @@ from __future__ import annotations
 import os
 
 from envgen.facts import compiled
-from envgen.facts.locate import harvested_text
+from envgen.facts.locate import (  # the files a matrix has, where they are
+    CURATED,
+    HARVESTED,
+    OPTIONAL,
+    OPTIONAL_HARVESTED,
+    harvested_text,
+)
 from envgen.facts.model import Facts
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
@@ -22,13 +28,6 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-REGENERATE = "envgen matrix update --write"
-# the files read: harvested name → its list of records; curated names
-HARVESTED = {"torch.json": "builds", "frameworks.json": "releases", "cuda.json": "toolkits",
-             "os_toolkits.json": "toolkits"}
-OPTIONAL_HARVESTED = ("os_toolkits.json",)  # a matrix without it offers no os-package flavor
-CURATED = ("os", "cuda", "torch", "frameworks", "policy", "toolchain", "gpus", "compilers")
-OPTIONAL = ("toolchain",)  # curated files a matrix may leave out
 
 
 def __getattr__(name: str) -> Any:

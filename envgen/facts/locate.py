@@ -20,6 +20,14 @@ import re
 
 from envgen.errors import DataError, FilesystemError
 
+REGENERATE = "envgen matrix update --write"
+# the files read: harvested name → its list of records; curated names
+HARVESTED = {"torch.json": "builds", "frameworks.json": "releases", "cuda.json": "toolkits",
+             "os_toolkits.json": "toolkits"}
+OPTIONAL_HARVESTED = ("os_toolkits.json",)  # a matrix without it offers no os-package flavor
+CURATED = ("os", "cuda", "torch", "frameworks", "policy", "toolchain", "gpus", "compilers")
+OPTIONAL = ("toolchain",)  # curated files a matrix may leave out
+
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
     from pathlib import Path

@@ -23,7 +23,7 @@ from packaging.version import InvalidVersion
 
 from envgen.errors import DataError
 from envgen.facts.derive import apply_curated_torch, attach_drivers
-from envgen.facts.load import CURATED, HARVESTED, OPTIONAL, OPTIONAL_HARVESTED, REGENERATE
+from envgen.facts.locate import CURATED, HARVESTED, OPTIONAL, OPTIONAL_HARVESTED, REGENERATE
 from envgen.facts.model import (
     CudaRule,
     CudaToolkit,

@@ -15,7 +15,7 @@ and the installer, not the solvers (py-rattler, uv's resolver, packaging's pyloc
 from __future__ import annotations
 
 _WHERE = {
-    "LockOptions": "plan", "LockPlan": "plan", "make_plan": "plan",
+    "LockOptions": "plan", "LockPlan": "plan", "make_plan": "flavors",
     "MANIFEST": "manifest", "Manifest": "manifest", "read_manifest": "manifest",
     "Solved": "files", "lock_hash": "files", "render": "files",
     "LockResult": "pipeline", "solve": "pipeline", "finish": "pipeline", "lock": "pipeline",

@@ -16,10 +16,11 @@ Python in it. The image stage asks ``env_kind`` and ``own_python`` instead of th
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from envgen.errors import UsageError
+from envgen.errors import DataError, UsageError
 from envgen.facts.model import Facts
 from envgen.lock import envs, files
 from envgen.lock.manifest import Manifest
@@ -27,6 +28,7 @@ from envgen.lock.plan import (
     LockOptions,
     LockPlan,
     conda_plan,
+    host_arch_list,
     os_package_plan,
     venv_plan,
 )
@@ -115,3 +117,17 @@ def flavor_for(name: str) -> Flavor:
         raise UsageError(f"unknown flavor {name!r}",
                          hint="use --flavor conda, --flavor venv or --flavor os-package"
                          ) from None
+
+
+def make_plan(facts: Facts, combo: Combination, options: LockOptions,
+              sources: dict[str, str]) -> LockPlan:
+    """The conda specs and pip requirements that lock ``combo`` in ``options.flavor``: the
+    flavor's own ``plan``, chosen by name."""
+    if facts.toolchain is None:
+        raise DataError("the matrix has no curated/toolchain.toml",
+                        hint="restore matrix/curated/toolchain.toml from the repository")
+    plan = flavor_for(options.flavor).plan(facts, combo, options, sources)
+    if options.gpu_archs:  # the installed env's JIT builds target these GPUs only
+        plan = replace(plan, env={**plan.env,
+                                  "TORCH_CUDA_ARCH_LIST": host_arch_list(options.gpu_archs)})
+    return plan

@@ -18,9 +18,10 @@ from envgen.facts.model import Facts
 from envgen.lock.build_deps import BuildLock, lock_build_deps
 from envgen.lock.conda_solve import CondaPackage, solve_conda
 from envgen.lock.files import Solved, lock_hash, render
+from envgen.lock.flavors import make_plan
 from envgen.lock.manifest import MANIFEST, Manifest
 from envgen.lock.pip_compile import PipPackage, compile_pip_lock, uv_version
-from envgen.lock.plan import LockOptions, LockPlan, make_plan
+from envgen.lock.plan import LockOptions, LockPlan
 from envgen.lock.secrets import public_solved
 from envgen.resolve.combination import Combination
 from envgen.versions import dotted_key

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from envgen.errors import DataError, UsageError
@@ -139,22 +139,6 @@ def index_urls(facts_sources: dict[str, str], combo: Combination,
         extras.append(url.rstrip("/"))
     extras += [u.rstrip("/") for u in options.extra_index_urls if u.rstrip("/") not in extras]
     return main, tuple(extras)
-
-
-def make_plan(facts: Facts, combo: Combination, options: LockOptions,
-              sources: dict[str, str]) -> LockPlan:
-    """The conda specs and pip requirements that lock ``combo`` in ``options.flavor``: the
-    flavor's own ``plan`` (envgen/lock/flavors.py chooses it by name)."""
-    from envgen.lock.flavors import flavor_for  # the flavors build on this module
-
-    if facts.toolchain is None:
-        raise DataError("the matrix has no curated/toolchain.toml",
-                        hint="restore matrix/curated/toolchain.toml from the repository")
-    plan = flavor_for(options.flavor).plan(facts, combo, options, sources)
-    if options.gpu_archs:  # the installed env's JIT builds target these GPUs only
-        plan = replace(plan, env={**plan.env,
-                                  "TORCH_CUDA_ARCH_LIST": host_arch_list(options.gpu_archs)})
-    return plan
 
 
 def host_arch_list(archs: tuple[str, ...]) -> str:

@@ -12,8 +12,9 @@ from envgen.facts import load_facts
 from envgen.image.render import ImageInput, ImageOptions
 from envgen.lock.conda_solve import CondaPackage
 from envgen.lock.files import pip_options, regenerate_command
+from envgen.lock.flavors import make_plan
 from envgen.lock.pip_compile import Dist, PipPackage
-from envgen.lock.plan import LockOptions, make_plan
+from envgen.lock.plan import LockOptions
 from envgen.resolve import resolve
 from envgen.resolve.request import Request
 

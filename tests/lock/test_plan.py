@@ -9,8 +9,9 @@ from envgen.errors import DataError, UsageError
 from envgen.facts import load_facts
 from envgen.lock.conda_solve import CondaPackage
 from envgen.lock.files import Solved, render
+from envgen.lock.flavors import make_plan
 from envgen.lock.pip_compile import Dist, PipPackage, parse_pylock, target_tags
-from envgen.lock.plan import LockOptions, channel_url, make_plan, python_platform
+from envgen.lock.plan import LockOptions, channel_url, python_platform
 from envgen.lock.yaml import dump
 from envgen.resolve import Request, resolve
 

@@ -10,7 +10,8 @@ import pytest
 
 from envgen.errors import DataError
 from envgen.facts import load_facts
-from envgen.lock.plan import LockOptions, make_plan
+from envgen.lock.flavors import make_plan
+from envgen.lock.plan import LockOptions
 from envgen.resolve import Request, resolve
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -26,9 +26,10 @@ from envgen.image import load_recipes, render_for_lock
 from envgen.image.render import ImageOptions
 from envgen.lock import _check_toolchain
 from envgen.lock.files import Solved, lock_hash, render
+from envgen.lock.flavors import make_plan
 from envgen.lock.manifest import MANIFEST, check_manifest
 from envgen.lock.pip_compile import Dist, PipPackage, uv_platform, uv_platforms
-from envgen.lock.plan import LockOptions, make_plan
+from envgen.lock.plan import LockOptions
 from envgen.resolve import Request, resolve
 
 SOURCES = {"pypi": "https://pypi.org/simple",
