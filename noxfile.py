@@ -57,7 +57,7 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def bench(session: nox.Session) -> None:
-    """The speed benchmarks (medians and ratios to their targets; README "Benchmarks"): the
+    """The speed benchmarks (medians and ratios to their targets; docs/development.md): the
     resolver (one request, 10x data, every combination as JSON), CLI start-up, the table and
     the GPU CI matrix against plain scripts, schema checking, and the lock step against a bare
     `uv pip compile` on a loopback index."""

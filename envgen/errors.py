@@ -5,7 +5,7 @@ went wrong (``message``), what to do next (``hint``, shown as "fix") and, when a
 user gave caused it, where that value came from (``source``: ``--flag``, ``ENV_VAR`` or
 ``file:key``).
 
-Exit codes (documented in the README and every command's ``--help``):
+Exit codes (documented in docs/errors.md, the README and every command's ``--help``):
 
 ====  ==========================================================================
 0     success

@@ -60,7 +60,7 @@ examples:
   envgen matrix update --write    # and write it into the data directory
 
 {EXIT_CODES}
-configuration: envgen.toml or [tool.envgen] in pyproject.toml; see README "Configuration".
+configuration: envgen.toml or [tool.envgen] in pyproject.toml; see docs/errors.md, "Configuration".
 """
 
 _ARG_SOURCE = r"^argument (-[-\w]+)"  # (compiled, and cached by re, on a usage error only)

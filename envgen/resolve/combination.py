@@ -53,7 +53,7 @@ def id_part(os_id: str) -> str:
 
 @record(kw_only=True)
 class Combination:
-    """One complete environment the resolver vouches for. See README "Resolve" for fields."""
+    """One complete environment the resolver vouches for. docs/commands.md describes the fields."""
 
     id: str
     framework: str

@@ -1,6 +1,6 @@
 """The resolver core: enumerate feasible combinations in rank order.
 
-Ranking (documented in README "Ranking") is lexicographic: newest framework release, then
+Ranking (documented in docs/commands.md, "Ranking") is lexicographic: newest framework release, then
 newest torch, then newest CUDA among those requested, then the Python preference in
 policy.toml, then the OS preference. The domains are sorted in that order once and walked as
 nested loops, so combinations come out already ranked and a request for the top N stops

@@ -452,18 +452,39 @@ def render_json(table: Table, root: Path) -> str:
 
 
 def render_readme_block(table: Table, readme: Path, page: Path) -> str:
-    """What goes between the README's markers: the rows with evidence (tier ≥ T1, or a failed
-    attempt), and a count of the rest."""
-    shown = [r for r in table.rows if rank(r.tier) >= 1 or r.evidence]
-    rest = len(table.rows) - len(shown)
+    """What goes between the README's markers, short enough for a front page: per framework,
+    how many combinations each tier holds, how many failed a tier above the one they hold,
+    and the best-proven one linked to its record; every row is on ``page``."""
+    by_framework: dict[str, list[Row]] = {}
+    for r in table.rows:
+        by_framework.setdefault(r.framework, []).append(r)
+    proven = {fw: rows for fw, rows in by_framework.items()
+              if any(rank(r.tier) >= 1 or r.evidence for r in rows)}
     lines = [f"<!-- {HEADER} -->", ""]
-    if shown:
-        lines += _markdown_rows(shown, lambda e: _link(e.path, readme.parent))
-    else:
+    if not proven:
         lines += ["No evidence recorded yet."]
+    else:
+        tiers = ("T4", "T3", "T2", "T1")
+        lines += ["| framework | " + " | ".join(f"{t} {LABELS[t]}" for t in tiers)
+                  + " | failed a higher tier | best proven |", "|---" * (len(tiers) + 3) + "|"]
+        for fw, rows in proven.items():
+            counts = [str(sum(r.tier == t for r in rows)) for t in tiers]
+            failed = sum(any(e.status == "fail" for e in r.evidence) for r in rows)
+            # the highest tier, then the table's own order (the resolver's: newest first)
+            best = min((r for r in rows if r.proof), default=None,
+                       key=lambda r: -rank(r.tier))
+            cell = "—" if best is None else _record_link(best.proof, _link(
+                best.proof.path, readme.parent)).replace(
+                f"[{best.proof.tier} {best.proof.date}]",
+                f"[{fw} {best.framework_version} · torch {best.torch} · CUDA {best.cuda} · "
+                f"Python {best.python} · {best.os}]", 1)
+            lines.append("| " + " | ".join(_cell(c) for c in (fw, *counts, str(failed), cell))
+                         + " |")
+    rest = sum(1 for r in table.rows if rank(r.tier) == 0 and not r.evidence)
     lines += ["", f"{rest} more combination{'s' if rest != 1 else ''} (the resolver's best per "
-              f"framework, torch and CUDA) only resolve{'s' if rest == 1 else ''} (T0); "
-              f"tiers and upstream citations: the [full table]({_link(page, readme.parent)})."]
+              f"framework, torch and CUDA) only resolve{'s' if rest == 1 else ''} (T0); every "
+              f"row with its records and upstream citations: the "
+              f"[full table]({_link(page, readme.parent)})."]
     return "\n".join(lines)
 
 

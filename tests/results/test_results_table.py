@@ -200,7 +200,8 @@ def test_upstream_citations_are_shown_and_never_count_as_a_tier(facts, project, 
                 if x.startswith("| megatron-core 0.12.0 | 2.5.1 | 12.1 |"))
     assert line.endswith(" | ci |")  # not a URL: named, not linked
     block = render_readme_block(cited, project / "README.md", project / "docs" / "c.md")
-    assert "(https://github.com/example/deepspeed/ci.yml" in block
+    assert block == render_readme_block(build_table(facts, load(project / "matrix" / "results")),
+                                        project / "README.md", project / "docs" / "c.md")
 
 
 def _without_anchors(page: str) -> str:
@@ -320,15 +321,22 @@ def test_no_records_gives_only_t0_rows(facts, tmp_path):
     block = render_readme_block(table, tmp_path / "README.md", tmp_path / "docs" / "c.md")
     assert "No evidence recorded yet." in block and "| framework |" not in block
     assert "14 more combinations (the resolver's best per framework, torch and CUDA) only " \
-           "resolve (T0); tiers and upstream citations: the [full table](docs/c.md)." in block
+           "resolve (T0); every row with its records and upstream citations: the " \
+           "[full table](docs/c.md)." in block
 
 
-def test_the_readme_block_has_the_rows_with_evidence(table, project):
+def test_the_readme_block_sums_up_each_framework(table, project):
+    """A front-page summary that stays short as records come: per framework, the combinations
+    at each tier, those with a failed record, and the best-proven one linked to its record."""
     block = render_readme_block(table, project / "README.md", project / "docs" / "c.md")
-    rows = [x for x in block.splitlines() if x.startswith("| ") and " | T" in x]
-    assert len(rows) == 7  # tier ≥ T1, or a failed attempt
-    assert "| colossalai 0.4.6 | 2.5.1 | 12.1 | 3.12 | ubuntu-22.04 | T0 resolves · T1 failed " \
-           "| [T1 failed 2026-03-05](matrix/results/" in block
+    rows = {x.split(" | ")[0].removeprefix("| "): x.split(" | ")
+            for x in block.splitlines() if x.startswith("| ") and not x.startswith("| framework")}
+    assert set(rows) == {"deepspeed", "megatron-core", "colossalai"}
+    assert rows["deepspeed"][1:6] == ["2", "0", "0", "1", "1"]  # T4, T3, T2, T1, failed
+    assert rows["megatron-core"][1:6] == ["0", "0", "2", "0", "0"]
+    assert rows["colossalai"][1:6] == ["0", "0", "0", "0", "2"] and rows["colossalai"][6] == "— |"
+    assert "[deepspeed 0.18.2 · torch 2.5.1 · CUDA 12.1 · Python 3.12 · ubuntu-22.04](matrix/" \
+           "results/deepspeed-0.18.2-torch2.5.1-cu121-py3.12-ubuntu22.04-x86_64/" in block
     assert "8 more combinations (the resolver's best per framework, torch and CUDA) only " \
            "resolve (T0)" in block
 
@@ -343,8 +351,9 @@ def test_evidence_links_are_relative_to_each_file(table, project):
         assert (project / path).is_file()
         assert path.startswith("matrix/results/")
         site = "evidence/" + path.removeprefix("matrix/results/")
-        assert f"]({site} " in page and f"]({path} " in block
+        assert f"]({site} " in page
     assert "](../matrix" not in page and "](evidence/" not in block
+    assert block.count("](matrix/results/") == 2  # the best proven of deepspeed, megatron-core
     assert Path("docs/c.md").as_posix() in block
 
 
