@@ -111,6 +111,13 @@ class FilesystemError(EnvironmentProblem):
     kind = "filesystem"
 
 
+class BusyError(EnvironmentProblem):
+    """Another envgen run is writing the same folder (it holds the folder's write lock,
+    :mod:`envgen.writelock`); nothing was read for writing or written. Exit code 4."""
+
+    kind = "busy"
+
+
 class DaemonError(EnvironmentProblem):
     """The Docker daemon or a registry could not be reached or refused a request."""
 

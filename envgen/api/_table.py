@@ -10,6 +10,8 @@ Input: TableRequest (where the outputs go, where records are read from). Output:
 
 from __future__ import annotations
 
+import contextlib
+import os
 from pathlib import Path
 
 from envgen.api.progress import Progress, quiet
@@ -18,6 +20,7 @@ from envgen.record import record
 from envgen.results.selector import render_selector_json, selector_data
 from envgen.results.store import load_many
 from envgen.results.table import (
+    REGENERATE,
     Table,
     Written,
     load_table,
@@ -25,6 +28,7 @@ from envgen.results.table import (
     render_markdown,
     write_outputs,
 )
+from envgen.writelock import holding
 
 
 @record
@@ -57,9 +61,12 @@ class TableResult:
 def table(req: TableRequest, *, matrix: Matrix | None = None,
           progress: Progress = quiet) -> TableResult:
     matrix = matrix or Matrix.locate()
-    built = load_table(matrix, req.results_dirs)
-    written: tuple[Written, ...] = ()
-    if req.write:
+    if not req.write:
+        return TableResult(table=load_table(matrix, req.results_dirs), request=req)
+    with contextlib.ExitStack() as locks:  # a second table --write refuses meanwhile
+        for folder in _folders(req):
+            locks.enter_context(holding(folder, REGENERATE))
+        built = load_table(matrix, req.results_dirs)
         extra = {}
         if req.selector_file is not None:
             progress("the selector's data: every feasible combination, newest patch per minor")
@@ -70,3 +77,9 @@ def table(req: TableRequest, *, matrix: Matrix | None = None,
         written = write_outputs(built, page=req.page, data=req.data_file, readme=req.readme,
                                 extra=extra)
     return TableResult(table=built, request=req, written=written)
+
+
+def _folders(req: TableRequest) -> list[Path]:
+    """The folders ``write`` writes into (their write locks, :mod:`envgen.writelock`)."""
+    files = (req.page, req.data_file, req.readme, req.selector_file)
+    return sorted({Path(os.path.abspath(f)).parent for f in files if f is not None})

@@ -135,8 +135,8 @@ def register(
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from envgen.cli.options import cache_dir, one_ca_cert
     from envgen.facts.locate import check_data_dir
-    from envgen.harvest.diff import render_text
-    from envgen.harvest.update import UpdateOptions, update_matrix
+    from envgen.harvest.update import COMMAND
+    from envgen.writelock import holding
 
     for flag, bad in (("--jobs", args.jobs < 1), ("--retries", args.retries < 0),
                       ("--timeout", not args.timeout > 0)):
@@ -152,8 +152,18 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     ca_cert = one_ca_cert(ctx, args)
     cache = cache_dir(ctx, args)
     data_dir = ctx.data_dir or ctx.matrix_dir
-    if args.write:
-        check_data_dir(data_dir, ctx.source("data-dir"))
+    if not args.write:
+        return _refresh(args, ctx, data_dir, cache, ca_cert)
+    check_data_dir(data_dir, ctx.source("data-dir"))
+    # from reading the snapshot to the last rename: a second run refuses, naming this one
+    with holding(data_dir, COMMAND, source=ctx.source("data-dir")):
+        return _refresh(args, ctx, data_dir, cache, ca_cert)
+
+
+def _refresh(args: argparse.Namespace, ctx: Context, data_dir, cache, ca_cert) -> int:
+    from envgen.harvest.diff import render_text
+    from envgen.harvest.update import UpdateOptions, update_matrix
+
     if args.only == "cell-digests":
         return _digests_only(args, ctx, data_dir)
     options = UpdateOptions(

@@ -308,8 +308,26 @@ def update_matrix(
     """Harvest, diff against the snapshot facts are read from now, and (``options.write``)
     write the new snapshot into ``data_dir``/harvested (default: the matrix itself). What to
     harvest comes from the matrix's sources.toml; the snapshot compared against is the one
-    :func:`envgen.facts.locate.harvested_dir` picks (the data dir's, when it is newer)."""
+    :func:`envgen.facts.locate.harvested_dir` picks (the data dir's, when it is newer).
+
+    With ``write``, the data directory's write lock (:mod:`envgen.writelock`) is held from
+    reading the snapshot to the last rename: a concurrent refresh refuses (BusyError) instead
+    of writing a snapshot that drops this one's additions."""
     options = options or UpdateOptions()
+    if not options.write:
+        return _update(matrix_dir, options, progress, data_dir)
+    from envgen.writelock import holding
+
+    with holding(Path(data_dir if data_dir is not None else matrix_dir), COMMAND):
+        return _update(matrix_dir, options, progress, data_dir)
+
+
+def _update(
+    matrix_dir: str | Path,
+    options: UpdateOptions,
+    progress: Callable[[str], None] | None,
+    data_dir: str | Path | None,
+) -> UpdateResult:
     matrix_dir = Path(matrix_dir)
     data_dir = Path(data_dir) if data_dir is not None else matrix_dir
     report = progress or (lambda _line: None)

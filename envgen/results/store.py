@@ -119,6 +119,9 @@ class AddOutcome(namedtuple("AddOutcome", "record path added")):
     __slots__ = ()
 
 
+ADD_COMMAND = "envgen results add"
+
+
 def record_name(record: Record | RecordSummary) -> str:
     """The record's file name within its combination's directory."""
     stamp = record.finished.split(".")[0].rstrip("Z").replace("-", "").replace(":", "")
@@ -217,9 +220,12 @@ def add(results_dir: Path, paths: list[Path] | tuple[Path, ...], *,
     Every input is validated first: if any is invalid, nothing is written and the error lists
     every problem of every file. A record already stored (same content) is skipped; a
     different file at the name a record would get is refused, also before anything is written.
+    The results directory's write lock (:mod:`envgen.writelock`) is held from looking for
+    stored records to the last rename: a concurrent add refuses (BusyError, exit 4).
     """
     from envgen.atomic import write_files
     from envgen.results.record import RecordError
+    from envgen.writelock import holding
 
     if not paths:
         raise UsageError("no result files given",
@@ -240,13 +246,14 @@ def add(results_dir: Path, paths: list[Path] | tuple[Path, ...], *,
                           "again (matrix/results/README.md describes the record)")
     plan: list[tuple[Record, Path, bytes, bool]] = []
     planned: set[Path] = set()
-    for origin, record in zip(map(Path, paths), records, strict=True):
-        target, data = record_path(results_dir, record), render(record)
-        exists = target in planned or _already_stored(target, record, data, origin)
-        plan.append((record, target, data, not exists))
-        planned.add(target)
-    write_files({target: data for _, target, data, new in plan if new}, durable=True,
-                source=source)
+    with holding(results_dir, ADD_COMMAND, source=source):  # a second add refuses meanwhile
+        for origin, record in zip(map(Path, paths), records, strict=True):
+            target, data = record_path(results_dir, record), render(record)
+            exists = target in planned or _already_stored(target, record, data, origin)
+            plan.append((record, target, data, not exists))
+            planned.add(target)
+        write_files({target: data for _, target, data, new in plan if new}, durable=True,
+                    source=source)
     return [AddOutcome(record, target, new) for record, target, _, new in plan]
 
 

@@ -12,7 +12,9 @@ Lasting misbehaviour, set on :class:`IndexState`:
   a captive portal's 302, a text/plain page, a PEP 691 document of the wrong shape);
 * ``substitute[path] = bytes``: other bytes served for a file or ``.metadata`` path, Range
   requests included, while the page keeps listing the real file's sha256 (a tampered mirror);
-* ``html_only = True``: PEP 503 HTML pages even to clients that prefer JSON.
+* ``html_only = True``: PEP 503 HTML pages even to clients that prefer JSON;
+* ``gates[path] = Gate()``: that path is answered only once the test opens the gate
+  (``gate.arrived`` tells it a client is waiting): a run held at a known point, no sleeps.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import re
 import threading
 import time
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import unquote, urlsplit
 
@@ -44,6 +46,16 @@ class Served:
         return hashlib.sha256(self.data).hexdigest()
 
 
+@dataclass
+class Gate:
+    """A path held back: ``arrived`` is set when a client asks for it; the answer waits
+    until ``opened`` is set (at most ``limit`` seconds)."""
+
+    arrived: threading.Event = field(default_factory=threading.Event)
+    opened: threading.Event = field(default_factory=threading.Event)
+    limit: float = 120.0
+
+
 class IndexState:
     def __init__(self) -> None:
         self.projects: dict[str, list[Served]] = defaultdict(list)  # "/simple/torch/" -> files
@@ -56,6 +68,7 @@ class IndexState:
         self.raw: dict[str, tuple[int, bytes, dict[str, str]]] = {}  # path -> canned answer
         self.substitute: dict[str, bytes] = {}  # path -> bytes served instead of the real ones
         self.html_only = False
+        self.gates: dict[str, Gate] = {}
         self.lock = threading.Lock()
 
     def add(self, page: str, served: Served, files_dir: str = "/files/") -> None:
@@ -136,6 +149,10 @@ def make_handler(state: IndexState):
             with state.lock:
                 state.log.append((path, dict(self.headers)))
                 fault = state.faults[path].pop(0) if state.faults.get(path) else None
+                gate = state.gates.get(path)
+            if gate is not None:
+                gate.arrived.set()
+                gate.opened.wait(gate.limit)
             if state.delay:
                 time.sleep(state.delay)
             if fault and fault.startswith("sleep:"):
