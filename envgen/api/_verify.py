@@ -43,6 +43,7 @@ class VerifyRequest:
     backend: str = "auto"
     timeout: float = 300.0
     record_path: Path | None = None
+    ops_timeout: float = 1800.0  # the whole ops check, JIT builds included (--ops-timeout)
 
     def checked(self) -> VerifyRequest:
         """Every option checked (UsageError naming the option otherwise), normalized: the
@@ -79,6 +80,7 @@ class VerifyRequest:
                 raise UsageError(f"--nproc {self.nproc}: at least one process",
                                  hint="e.g. --nproc 2", source="--nproc")
         timeout = validate.positive(self.timeout, "--timeout", "--timeout")
+        ops_timeout = validate.positive(self.ops_timeout, "--ops-timeout", "--ops-timeout")
         record_path = None
         if self.record_path is not None:
             from envgen.atomic import check_replaceable_file
@@ -88,7 +90,8 @@ class VerifyRequest:
         lock_dir = (validate.path(str(self.lock_dir), "--lock", "--lock")
                     if self.lock_dir is not None else None)
         return replace(self, image=image, python=python, docker_cli=docker_cli, ops=ops,
-                       timeout=timeout, lock_dir=lock_dir, record_path=record_path)
+                       timeout=timeout, lock_dir=lock_dir, record_path=record_path,
+                       ops_timeout=ops_timeout)
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,8 @@ def verify(request: VerifyRequest, *, progress: Progress = quiet,
     logs, durations = "", {"ops": 0.0, "smoke": 0.0}
     target = target_for(req.python, req.image, req.docker_cli)
     if req.what in ("ops", "all"):
-        ops, log = run_ops(target, framework, req.ops, progress=progress, debug=debug)
+        ops, log = run_ops(target, framework, req.ops, progress=progress, debug=debug,
+                           timeout=req.ops_timeout)
         logs += log
         durations["ops"] = time.monotonic() - t0
     if req.what in ("smoke", "all"):

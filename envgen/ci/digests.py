@@ -22,6 +22,7 @@ from envgen.facts.cells import Cell
 from envgen.facts.model import Facts
 
 FILE = "cell-digests.json"
+GIT_TIMEOUT = 120  # seconds for each git command (--changed-since)
 HEADER = ("Written by `envgen matrix update --write`: per GPU cell (cells.toml), the sha256 of "
           "the facts that decide its combination. `envgen matrix github --changed-since REF` "
           "lists the cells whose digest differs from this file at REF. Do not edit.")
@@ -72,13 +73,26 @@ def write(directory: Path, digests: dict[str, str]) -> Path:
     return path
 
 
+def _git(directory: Path, *args: str) -> subprocess.CompletedProcess:
+    """``git -C directory ARGS``, at most GIT_TIMEOUT seconds (its process group is then
+    killed: a credential prompt or a hung network filesystem cannot hold envgen)."""
+    from envgen.proc import run, time_limit
+
+    try:
+        return run(["git", "-C", str(directory), *args], capture_output=True, text=True,
+                   timeout=GIT_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        raise time_limit(f"git {' '.join(args)}", GIT_TIMEOUT, None,
+                         hint=f"run `git -C {directory} {' '.join(args)}` by hand to see "
+                         "what it waits for") from None
+
+
 def at_revision(directory: Path, revision: str) -> dict[str, str] | None:
     """The digests of ``directory``'s cell-digests.json at git ``revision`` (None when the
     file did not exist there)."""
     directory = Path(directory).resolve()
     try:
-        top = subprocess.run(["git", "-C", str(directory), "rev-parse", "--show-toplevel"],
-                             capture_output=True, text=True, check=False)
+        top = _git(directory, "rev-parse", "--show-toplevel")
     except FileNotFoundError:
         raise EnvgenError("--changed-since needs git, which is not installed",
                           hint="install git, or drop --changed-since") from None
@@ -87,16 +101,13 @@ def at_revision(directory: Path, revision: str) -> dict[str, str] | None:
                          hint="run it in the repository that holds the matrix",
                          source="--changed-since")
     rel = (directory / FILE).relative_to(Path(top.stdout.strip()).resolve()).as_posix()
-    verify = subprocess.run(["git", "-C", str(directory), "rev-parse", "--verify", "--quiet",
-                             f"{revision}^{{commit}}"], capture_output=True, text=True,
-                            check=False)
+    verify = _git(directory, "rev-parse", "--verify", "--quiet", f"{revision}^{{commit}}")
     if verify.returncode != 0:
         raise UsageError(f"--changed-since {revision}: no such commit",
                          hint="give a branch, tag or commit (e.g. origin/main, HEAD~1); in CI "
                          "fetch enough history (actions/checkout fetch-depth: 0)",
                          source="--changed-since")
-    shown = subprocess.run(["git", "-C", str(directory), "show", f"{revision}:{rel}"],
-                           capture_output=True, text=True, check=False)
+    shown = _git(directory, "show", f"{revision}:{rel}")
     if shown.returncode != 0:
         return None
     return parse(shown.stdout, f"{rel} at {revision}")

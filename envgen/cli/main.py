@@ -269,6 +269,14 @@ def _report(err: EnvgenError, as_json: bool) -> int:
     return err.exit_code
 
 
+def _stop_children() -> None:
+    """Kill every program still running that envgen started (an ssh, a compiler, a check),
+    with its process group, so the exit is not held up and nothing is left behind."""
+    proc = sys.modules.get("envgen.proc")  # (imported only by commands that start programs)
+    if proc is not None:
+        proc.kill_all()
+
+
 def _interrupted(exc: KeyboardInterrupt, as_json: bool) -> int:
     import signal
 
@@ -307,6 +315,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     _tolerant_streams()
     as_json, debug = _wants(argv, "--json"), _wants(argv, "--debug")
+    if "envgen.proc" in sys.modules:  # an earlier main() in this process was interrupted
+        sys.modules["envgen.proc"].resume()
     with _SigtermRaises():
         try:
             parser = build_parser(argv)
@@ -325,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _traceback()
             return _report(exc, as_json)
         except KeyboardInterrupt as exc:
+            _stop_children()
             return _interrupted(exc, as_json)
         except BrokenPipeError:
             raise  # the reader of stdout left: entrypoint() handles it

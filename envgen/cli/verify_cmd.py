@@ -34,8 +34,8 @@ output equal to the dense MLP. A rank that hangs is stopped after --timeout, nam
 Both run in the target Python with only the standard library, torch and the framework.
 
 exit codes: 0 every check passed or was skipped, 1 a check failed, 2 usage error (e.g. a
---python that does not exist), 4 environment (the Docker daemon for --image), 130/143
-interrupted.
+--python that does not exist), 4 environment (the Docker daemon for --image; the ops check
+ran past --ops-timeout), 130/143 interrupted.
 """
 
 def register(sub, common: argparse.ArgumentParser) -> None:
@@ -60,6 +60,9 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("auto", "nccl", "gloo"), default="auto")
     p.add_argument("--timeout", type=float, default=300.0,
                    help="seconds before the smoke test gives up instead of hanging")
+    p.add_argument("--ops-timeout", type=float, default=1800.0, metavar="S",
+                   help="seconds the whole ops check may take, JIT builds included; then it "
+                   "is stopped with everything it started (exit 4) (default: 1800)")
     p.add_argument("--record", metavar="FILE", help="write the result record here (needs --lock)")
     p.set_defaults(func=run)
 
@@ -73,7 +76,7 @@ def request_from(args: argparse.Namespace):
         what=args.what, python=args.python, image=args.image, docker_cli=args.docker_cli,
         lock_dir=Path(args.lock) if args.lock else None, framework=args.framework,
         ops=tuple(args.ops.split(",")) if args.ops is not None else None, nproc=args.nproc,
-        backend=args.backend, timeout=args.timeout,
+        backend=args.backend, timeout=args.timeout, ops_timeout=args.ops_timeout,
         record_path=Path(args.record) if args.record else None)
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from envgen.errors import EnvironmentProblem, UsageError
 from envgen.inside import path as inside_path
+from envgen.proc import run
 
 __all__ = ["collect", "driver_and_gpus", "ops_from_env", "parse_nvidia_smi",
            "target_interpreter"]
@@ -152,9 +153,8 @@ def driver_and_gpus(timeout: float = 30) -> dict[str, Any]:
         return {"driver": None, "gpus": []} if _nvml_library_absent() else {}
     for fields in ("name,compute_cap,driver_version", "name,driver_version"):
         try:
-            proc = subprocess.run([smi, f"--query-gpu={fields}", "--format=csv,noheader"],
-                                  capture_output=True, text=True, timeout=timeout,
-                                  stdin=subprocess.DEVNULL, check=False)
+            proc = run([smi, f"--query-gpu={fields}", "--format=csv,noheader"],
+                       capture_output=True, text=True, timeout=timeout)
         except (OSError, subprocess.SubprocessError):
             return {}
         if proc.returncode == 0:
@@ -190,8 +190,8 @@ def collect(python: str | None = None, *, ops: tuple[str, ...] = (), timeout: fl
     budget = max(5.0, timeout - 10)
     cmd = [interpreter, str(script), "--budget", f"{budget:.0f}"]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, errors="replace", env=env,
-                              timeout=timeout, stdin=subprocess.DEVNULL, check=False)
+        proc = run(cmd, capture_output=True, text=True, errors="replace", env=env,
+                   timeout=timeout)
     except subprocess.TimeoutExpired:
         raise EnvironmentProblem(
             f"collecting the environment of {interpreter} took longer than {timeout:.0f} s",

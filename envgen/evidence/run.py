@@ -30,6 +30,7 @@ from envgen.facts.model import Facts
 from envgen.image import lock_with_image
 from envgen.image.render import ImageOptions
 from envgen.lock import LockOptions, Manifest, write_lock
+from envgen.proc import limit, run
 
 SCHEMA = "attempt/1"
 # a line that reads as the cause of a failed build or lock (first match wins)
@@ -183,7 +184,7 @@ def _load_ops(lock_dir: Path, manifest: Manifest, ref: str, cell: Cell, options:
            ref, "python", "/tmp/check-ops.py", "--import", check, *ops]
     log.say(f"  loading the ops in the image: {' '.join(ops)}")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        proc = run(cmd, capture_output=True, text=True, timeout=limit(900), grace=10)
     except FileNotFoundError:
         raise DaemonError(f"the docker CLI {options.docker_cli!r} is not installed",
                           hint="install it, or name it with --docker-cli PATH") from None

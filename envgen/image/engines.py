@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
-from envgen.errors import EnvironmentProblem, UsageError
+from envgen.errors import EnvgenError, EnvironmentProblem, UsageError
 from envgen.image.buildlog import _ANSI, _follow
 from envgen.image.context import CA_SECRET, context_tar, read_ca_certs, write_context
+
+BUILD_TIMEOUT = 4 * 3600.0  # a docker build (--engine cli); ENVGEN_TOOL_TIMEOUT replaces it
 
 
 @dataclass(frozen=True)
@@ -133,9 +135,12 @@ def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: di
             cmd.append("--no-cache")
         cmd.append(str(ctx))
         env = {**os.environ, "DOCKER_BUILDKIT": "1"}
+        from envgen import proc as procs
+
+        seconds = procs.limit(BUILD_TIMEOUT)
         try:
-            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    text=True, env=env, errors="replace")
+            proc = procs.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, env=env, errors="replace", stdin=subprocess.DEVNULL)
         except OSError as exc:
             raise EnvironmentProblem(
                 f"cannot run the docker CLI {options.docker_cli!r}: {exc.strerror}",
@@ -156,13 +161,15 @@ def _stream_buildkit(lock_dir: Path, options: BuildOptions, ref: str, labels: di
             elif iid.is_file():
                 yield "id", iid.read_text().strip()
 
-        try:
-            return _follow(lines(), progress, log)
-        except BaseException:
-            if proc.poll() is None:  # interrupted or failed: stop the build, not leave it
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-            raise
+        # interrupted, failed or past its limit: the build is stopped (SIGTERM, 10 s, SIGKILL
+        # to the CLI's whole group), not left running
+        with proc, procs.watched(proc, seconds, grace=10) as expired:
+            try:
+                return _follow(lines(), progress, log)
+            except EnvgenError:
+                if expired.is_set():
+                    raise procs.time_limit("docker build", seconds, procs.TOOL_TIMEOUT_VAR,
+                                           hint="compiling the ops for many GPU "
+                                           "architectures takes long: give fewer with "
+                                           "--gpu-arch, or more time") from None
+                raise

@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from envgen.proc import run
 from envgen.validate import shown
 
 VARIABLES = ("CUDA_HOME", "CC", "CXX", "TORCH_EXTENSIONS_DIR", "TORCH_CUDA_ARCH_LIST")
@@ -58,8 +59,8 @@ class Activation:
 
 def _gcc_major(compiler: str) -> int | None:
     try:
-        out = subprocess.run([compiler, "-dumpversion"], capture_output=True, text=True,
-                             timeout=30, check=False).stdout.strip()
+        out = run([compiler, "-dumpversion"], capture_output=True, text=True,
+                  timeout=30).stdout.strip()
         return int(out.split(".")[0])
     except (OSError, ValueError, subprocess.TimeoutExpired):
         return None

@@ -154,7 +154,14 @@ def make_venv(prefix: Path, python: str, progress: Callable[[str], None],
                "--python", interpreter, str(prefix)]
     else:
         cmd = [interpreter, "-m", "venv", str(prefix)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=600)
+    from envgen.proc import TOOL_TIMEOUT_VAR, limit, run, time_limit
+
+    seconds = limit(600)
+    try:
+        proc = run(cmd, capture_output=True, text=True, timeout=seconds)
+    except subprocess.TimeoutExpired:
+        raise time_limit(f"creating the venv at {prefix}", seconds, TOOL_TIMEOUT_VAR,
+                         hint="seeding pip downloads it: check the network") from None
     if proc.returncode != 0:
         raise InstallError(f"cannot create a Python {python} venv from {interpreter}: "
                            f"{(proc.stderr or proc.stdout).strip()}",

@@ -113,6 +113,7 @@ def _installer(python: Path, lock: Path, cache_dir: Path,
 
 # what uv (first) and pip print for the failures envgen explains
 _HASH_MISMATCH = ("Hash mismatch for", "DO NOT MATCH THE HASHES")
+INSTALL_TIMEOUT = 3600.0  # each pip/uv install step (ENVGEN_TOOL_TIMEOUT raises it)
 _NETWORK = ("NewConnectionError", "ConnectTimeout", "Could not fetch", "SSLError",
             "Failed to fetch", "error sending request", "dns error", "Connection refused")
 
@@ -123,12 +124,15 @@ def _run_streaming(cmd: list[str], env: dict[str, str], progress: Callable[[str]
     "Installed …", " + torch==…"; pip: "Collecting …", "Installing collected packages")
     goes to ``progress`` as it comes, and the packages seen so far (pip's "Collecting", uv's
     "+") as a count of ``total``. Returns the exit code and everything it printed."""
+    from envgen import proc as procs
     from envgen.progress import count
 
     lines: list[str] = []
     seen = 0
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=env, stdin=subprocess.DEVNULL) as proc:
+    seconds = procs.limit(INSTALL_TIMEOUT)
+    with procs.popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                     env=env, stdin=subprocess.DEVNULL) as proc, \
+            procs.watched(proc, seconds) as expired:
         assert proc.stdout is not None
         for line in proc.stdout:
             lines.append(line.rstrip("\n"))
@@ -143,6 +147,10 @@ def _run_streaming(cmd: list[str], env: dict[str, str], progress: Callable[[str]
             elif total and text.startswith(("Installed ", "Successfully installed")):
                 count(progress, "packages", total, total)
         code = proc.wait()
+    if expired.is_set():
+        raise procs.time_limit(f"{Path(cmd[0]).name} installing the pip packages", seconds,
+                               procs.TOOL_TIMEOUT_VAR, hint="a slow index or a long sdist "
+                               "build needs more; the prefix is removed as after any failure")
     return code, "\n".join(lines)
 
 
@@ -211,9 +219,15 @@ def _site_packages(python: Path) -> Path:
     found = list(python.parent.parent.glob("lib/python3.*/site-packages"))
     if len(found) == 1:
         return found[0]
-    proc = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
-                           "['purelib'])"], capture_output=True, text=True, timeout=120,
-                          check=False)
+    from envgen.proc import run
+
+    try:
+        proc = run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                    "['purelib'])"], capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise InstallError(f"{python} did not say where its site-packages are within 120 s",
+                           hint="the env's Python hangs at start-up; remove the prefix and "
+                           "install again") from None
     if proc.returncode != 0 or not proc.stdout.strip():
         raise InstallError(f"{python} cannot say where its site-packages are: "
                            f"{proc.stderr.strip()[-500:]}", hint="the env's Python is broken; "

@@ -31,12 +31,14 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from envgen.errors import EnvgenError, NetworkError
+from envgen.proc import TOOL_TIMEOUT_VAR, limit, run, time_limit
 
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
 
+COMPILE_TIMEOUT = 1800.0  # uv pip compile, each run (ENVGEN_TOOL_TIMEOUT replaces it)
 _PLATFORM = re.compile(r"\b[a-z0-9_]+-manylinux_\d+_\d+\b")
 
 
@@ -118,7 +120,10 @@ def uv_binary() -> str:
 
 
 def uv_version() -> str:
-    out = subprocess.run([uv_binary(), "--version"], capture_output=True, text=True, check=False)
+    try:
+        out = run([uv_binary(), "--version"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "?"
     return out.stdout.split()[1] if out.returncode == 0 and out.stdout.split()[1:] else "?"
 
 
@@ -126,8 +131,12 @@ def uv_version() -> str:
 def uv_platforms() -> tuple[str, ...]:
     """The --python-platform values this uv accepts (listed by its own help): each uv release
     knows manylinux tags up to some glibc, and refuses newer ones."""
-    out = subprocess.run([uv_binary(), "pip", "compile", "--help"], capture_output=True,
-                         text=True, check=False).stdout
+    try:
+        out = run([uv_binary(), "pip", "compile", "--help"], capture_output=True, text=True,
+                  timeout=60).stdout
+    except subprocess.TimeoutExpired:
+        raise time_limit("uv pip compile --help", 60, None, hint="uv hangs at start-up: "
+                         "check `uv --version` by hand") from None
     return tuple(dict.fromkeys(_PLATFORM.findall(out)))
 
 
@@ -304,7 +313,13 @@ def compile_pip_lock(requirements: tuple[str, ...], *, python_version: str,
                                   extra_index_urls=extra_index_urls, cache_dir=cache_dir,
                                   offline=offline, exclude_newer=exclude_newer,
                                   constraints=cons)
-            return subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+            seconds = limit(COMPILE_TIMEOUT)
+            try:
+                return run(cmd, capture_output=True, text=True, env=env, timeout=seconds)
+            except subprocess.TimeoutExpired:
+                raise time_limit("uv pip compile (resolving the pip packages)", seconds,
+                                 TOOL_TIMEOUT_VAR, hint="a slow or unreachable index makes it "
+                                 "wait: check --index-url, or use a nearer mirror") from None
 
         proc = run(python_platform)
         if proc.returncode != 0 and f"'{python_platform}' for '--python-platform" in proc.stderr:

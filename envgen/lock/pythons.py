@@ -19,6 +19,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from envgen.proc import run
+
 SYSTEM_DIRS = ("/usr/bin", "/usr/local/bin")  # where a distribution's own Pythons are
 NAME = re.compile(r"python(3\.\d{1,2})(t?)$")
 PROBE = "import sys; print('%d.%d' % sys.version_info[:2] + ('t' if getattr(sys, " \
@@ -81,8 +83,7 @@ def listed() -> list[Found]:
 
 def _ask(path: str) -> str | None:
     try:
-        proc = subprocess.run([path, "-c", PROBE], capture_output=True, text=True, timeout=20,
-                              check=False, stdin=subprocess.DEVNULL)
+        proc = run([path, "-c", PROBE], capture_output=True, text=True, timeout=20)
     except (OSError, subprocess.TimeoutExpired):
         return None
     text = proc.stdout.strip()

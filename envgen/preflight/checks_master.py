@@ -8,11 +8,13 @@ address when a *_SOCKET_IFNAME picks one. Output: findings, and the nodes that w
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import time
 from dataclasses import dataclass
 
 from envgen.doctor.findings import Finding
-from envgen.preflight.remote import Runner, program
+from envgen.preflight.probe import SSH_PER_THREAD, SSH_THREADS, STEP_DEADLINE
+from envgen.preflight.remote import Outcome, Runner, program
+from envgen.workers import MISSING, run_all, threads_for
 
 __all__ = ["MasterCheck", "master_node", "port_taken", "reach"]
 
@@ -86,11 +88,18 @@ def reach(catalog, master_runner: Runner, runners: list[Runner], *, master_addr:
             argv += ["--source", sources[runner.node]]
         return runner.run(text, argv, timeout=timeout + 10)
 
-    with ThreadPoolExecutor(max_workers=min(32, len(runners))) as pool:
-        outcomes = list(pool.map(one, runners))
-    listener.kill()
+    limit = STEP_DEADLINE * (timeout + 10)
+    try:
+        outcomes = run_all(one, runners, workers=threads_for(
+            len(runners), per_thread=SSH_PER_THREAD, low=SSH_THREADS[0], high=SSH_THREADS[1]),
+            deadline=time.monotonic() + limit, name="envgen-connect")
+    finally:
+        listener.kill()
     out, lost = [], []
     for runner, outcome in zip(runners, outcomes, strict=True):
+        if outcome is MISSING:
+            outcome = Outcome(runner.node, None, "", f"not answered within {limit:g} s, the "
+                              f"limit of this step on all {len(runners)} nodes", limit, True)
         doc = outcome.last_json()
         if doc is None:
             lost.append(runner.node)

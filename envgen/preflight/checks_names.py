@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 
 from envgen.doctor.findings import Finding
 
@@ -24,11 +22,27 @@ def is_loopback(address: str) -> bool:
         return False
 
 
+# name lookups: one thread per LOOKUPS_PER_THREAD names, LOOKUP_THREADS[0] to [1] at a time
+LOOKUPS_PER_THREAD = 16
+LOOKUP_THREADS = (16, 256)
+
+
 def resolve_here(names: list[str], timeout: float = 10) -> dict[str, tuple[list[str], str | None]]:
-    """name → (addresses, error) as this machine resolves it (getaddrinfo, IPv4 first), each
-    lookup bounded by ``timeout`` (a resolver that hangs reads as an error)."""
+    """name → (addresses, error) as this machine resolves it (getaddrinfo, IPv4 first).
+
+    All the lookups together take at most ``timeout`` seconds, whatever their number: they
+    run on daemon threads, more of them the more names there are (see LOOKUP_THREADS), and a
+    name with no answer by then reads as an error (a resolver that hangs). A lookup still
+    blocked in the resolver is abandoned, never waited for: neither the deadline nor an
+    interrupt waits on it."""
+    import time
+
+    from envgen.workers import MISSING, run_all, threads_for
+
+    started: set[str] = set()
 
     def one(name: str) -> tuple[list[str], str | None]:
+        started.add(name)
         try:
             infos = socket.getaddrinfo(name, None, proto=socket.IPPROTO_TCP)
         except (socket.gaierror, UnicodeError, OSError) as exc:
@@ -40,17 +54,22 @@ def resolve_here(names: list[str], timeout: float = 10) -> dict[str, tuple[list[
                     found.append(info[4][0])
         return found, None
 
-    out: dict[str, tuple[list[str], str | None]] = {}
     if not names:
-        return out
-    pool = ThreadPoolExecutor(max_workers=min(16, len(names)))
-    futures = {name: pool.submit(one, name) for name in names}
-    for name, fut in futures.items():
-        try:
-            out[name] = fut.result(timeout=timeout)
-        except FutureTimeout:
-            out[name] = [], f"no answer from the resolver within {timeout:.0f} s"
-    pool.shutdown(wait=False)
+        return {}
+    threads = threads_for(len(names), per_thread=LOOKUPS_PER_THREAD, low=LOOKUP_THREADS[0],
+                          high=LOOKUP_THREADS[1])
+    answers = run_all(one, names, workers=threads, deadline=time.monotonic() + timeout,
+                      name="envgen-resolve")
+    out: dict[str, tuple[list[str], str | None]] = {}
+    for name, answer in zip(names, answers, strict=True):
+        if answer is not MISSING:
+            out[name] = answer
+        elif name in started:
+            out[name] = [], f"no answer from the resolver within {timeout:g} s"
+        else:
+            out[name] = [], (f"not looked up: the {len(names)} lookups ({threads} at a time) "
+                             f"may take {timeout:g} s in all (--connect-timeout), and the "
+                             "resolver had not answered the earlier ones by then")
     return out
 
 

@@ -25,11 +25,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from envgen.preflight import remote
+from envgen.workers import run_all
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_ITERS", "DEFAULT_SIZE_MB", "STAGES", "CollectiveResult",
            "NodeRun", "RankResult", "run_collective", "summarise"]
@@ -268,10 +268,15 @@ def run_collective(runners: Sequence[remote.Runner], *, master_addr: str, master
             return NodeRun(node=runner.node, stderr=f"lost: {exc}")
         return NodeRun.from_outcome(outcome)
 
-    with ThreadPoolExecutor(max_workers=max(1, nnodes)) as pool:
-        for i, run in enumerate(pool.map(finish, started)):
-            if run is not None:
-                runs[i] = run
+    try:  # every node's wait ends at the deadline: one thread each, no total beyond it
+        finished = run_all(finish, started, workers=max(1, nnodes), name="envgen-collective")
+    finally:  # an interrupt: no rank goes on running
+        for _, running in started:
+            if running is not None:
+                running.stop()
+    for i, run in enumerate(finished):
+        if run is not None:
+            runs[i] = run
     done = [run or NodeRun(node=runners[i].node) for i, run in enumerate(runs)]
     return summarise(done, backend=backend, nproc=nproc, seconds=time.monotonic() - t0,
                      master=f"{master_addr}:{master_port}")

@@ -9,11 +9,11 @@ that does not answer never holds up the others.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from envgen.preflight.remote import Outcome, Runner
+from envgen.preflight.remote import Outcome, Runner, Running
 
 __all__ = ["Reply", "ask_all", "classify"]
 
@@ -61,14 +61,30 @@ def classify(outcome: Outcome, ssh_errors: Sequence[tuple[re.Pattern, str]], *,
     return None, ""
 
 
+# SSH steps: one at a time per SSH_PER_THREAD nodes, SSH_THREADS[0] to [1] at once
+SSH_PER_THREAD = 8
+SSH_THREADS = (32, 128)
+STEP_DEADLINE = 2  # all nodes of a step together: at most this many times one node's limit
+
+
 def ask_all(runners: Sequence[Runner], make: Callable[[Runner], tuple[str, list[str]]], *,
             timeout: float, ssh_errors: Sequence[tuple[re.Pattern, str]], over_ssh: bool,
             env: dict[str, str] | None = None) -> dict[str, Reply]:
-    """Run ``make(runner)`` → (program text, argv) on every runner at once; node → Reply."""
+    """Run ``make(runner)`` → (program text, argv) on every runner at once; node → Reply.
+
+    Each node has ``timeout`` seconds; all of them together at most STEP_DEADLINE ×
+    ``timeout``, whatever their number (more run at once the more nodes there are): a node
+    not answered by then is killed or, not started, reported as such. An interrupt kills
+    every program the step started before it goes on."""
+    from envgen.workers import MISSING, run_all, threads_for
+
+    started: list[Running] = []
 
     def one(runner: Runner) -> Reply:
         text, argv = make(runner)
-        outcome = runner.run(text, argv, timeout=timeout, env=env)
+        running = runner.start(text, argv, env=env)
+        started.append(running)
+        outcome = running.wait(timeout)
         doc = outcome.last_json()
         if doc is not None and not outcome.timed_out:
             return Reply(runner.node, doc, outcome)
@@ -81,5 +97,21 @@ def ask_all(runners: Sequence[Runner], make: Callable[[Runner], tuple[str, list[
 
     if not runners:
         return {}
-    with ThreadPoolExecutor(max_workers=min(32, len(runners))) as pool:
-        return {r.node: reply for r, reply in zip(runners, pool.map(one, runners), strict=True)}
+    threads = threads_for(len(runners), per_thread=SSH_PER_THREAD, low=SSH_THREADS[0],
+                          high=SSH_THREADS[1])
+    limit = STEP_DEADLINE * timeout
+    try:
+        replies = run_all(one, runners, workers=threads, deadline=time.monotonic() + limit,
+                          name="envgen-ssh")
+    finally:  # the deadline or an interrupt: nothing of this step goes on running
+        for running in list(started):
+            running.stop()
+    out = {}
+    for runner, reply in zip(runners, replies, strict=True):
+        if reply is MISSING:
+            detail = (f"not answered within {limit:g} s, the limit of this step on all "
+                      f"{len(runners)} nodes ({threads} at a time)")
+            reply = Reply(runner.node, None, Outcome(runner.node, None, "", detail, limit, True),
+                          "ssh-unreachable" if over_ssh else "node-lost", detail)
+        out[runner.node] = reply
+    return out

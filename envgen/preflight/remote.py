@@ -15,7 +15,6 @@ instead of prompting) with a bounded connect time and keep-alives, under the use
 from __future__ import annotations
 
 import base64
-import contextlib
 import io
 import json
 import os
@@ -28,12 +27,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from envgen.inside import path as inside_path
+from envgen.proc import popen
 
 __all__ = ["LocalRunner", "Outcome", "Runner", "Running", "SSHRunner", "program"]
 
 _BOOT = '''\
-import base64, io, os, runpy, shutil, sys, tempfile, zipfile
+import base64, io, os, runpy, shutil, signal, sys, tempfile, threading, time, zipfile
 _d = tempfile.mkdtemp(prefix="envgen-preflight-")
+def _watch():  # the preflight is gone (ssh killed, connection lost): end all this started
+    while True:
+        time.sleep(0.5)
+        try:
+            sys.stdout.write("\\n")
+            sys.stdout.flush()
+        except BrokenPipeError:
+            shutil.rmtree(_d, ignore_errors=True)
+            os.killpg(0, signal.SIGKILL)
+        except Exception:
+            return
+threading.Thread(target=_watch, daemon=True).start()
 try:
     zipfile.ZipFile(io.BytesIO(base64.b64decode(_DATA))).extractall(_d)
     _main = os.path.join(_d, _MAIN)
@@ -156,20 +168,21 @@ class Running:
                        time.monotonic() - self.started, timed_out)
 
     def kill(self) -> Outcome:
+        self.stop()
+        return self.wait(5)
+
+    def stop(self) -> None:
+        """Kill it and its process group now, if it still runs (an interrupt, a deadline)."""
         if self.proc is not None and self.proc.poll() is None:
             _kill(self.proc)
-        return self.wait(5)
 
 
 def _kill(proc: subprocess.Popen) -> None:
-    """Kill the process and its group (an ssh and what it started locally)."""
-    try:
-        os.killpg(proc.pid, 9)
-    except (OSError, AttributeError):
-        with contextlib.suppress(OSError):
-            proc.kill()
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=5)
+    """Kill the process and its group (an ssh and what it started locally); the program on
+    the node sees its output closed and ends with what it started (_BOOT's watch)."""
+    from envgen.proc import kill
+
+    kill(proc)
 
 
 class Runner:
@@ -190,10 +203,9 @@ class Runner:
     def start(self, program_text: str, argv: Sequence[str], *,
               env: Mapping[str, str] | None = None) -> Running:
         try:
-            proc = subprocess.Popen(self.command(argv, env), stdin=subprocess.PIPE,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    errors="replace", env=self.popen_env(env),
-                                    start_new_session=True)
+            proc = popen(self.command(argv, env), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         errors="replace", env=self.popen_env(env))
         except OSError as exc:
             return Running(self.node, None, error=f"{self.describe()}: {exc.strerror or exc}")
         try:

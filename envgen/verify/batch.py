@@ -42,6 +42,8 @@ import urllib.request
 from pathlib import Path
 
 from envgen.lock import requirements
+from envgen.proc import popen
+from envgen.proc import run as proc_run
 
 # the machine's own: its torch build and NVIDIA's CUDA wheels torch was built with (their PyPI
 # names: nvidia-*, cuda-*, and torch's own triton)
@@ -61,7 +63,7 @@ def carried(text: str, machine_provides: frozenset[str] = frozenset()) -> str:
 # ---------------------------------------------------------------- prepare (here, online)
 
 def _envgen(*args: str) -> dict | list:
-    proc = subprocess.run([sys.executable, "-m", "envgen", *args, "--json", "-q"],
+    proc = proc_run([sys.executable, "-m", "envgen", *args, "--json", "-q"],
                           capture_output=True, text=True, timeout=600)
     doc = json.loads(proc.stdout or "{}")
     if proc.returncode != 0:
@@ -106,7 +108,7 @@ def _files(lock_dir: Path, names: set[str]):
 
 
 def _pip_download(names: list[str], dest: Path) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary",
+    proc_run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary",
                     ":all:", "-d", str(dest), *names], check=True, timeout=600)
 
 
@@ -182,9 +184,9 @@ def _os_packages(dest: Path, packages: list[str]) -> None:
     debs = dest / "debs"
     debs.mkdir(parents=True, exist_ok=True)
     debs.chmod(0o777)  # apt's download user (_apt) writes there
-    subprocess.run(["apt-get", "download", *packages], cwd=debs, check=True, timeout=300)
+    proc_run(["apt-get", "download", *packages], cwd=debs, check=True, timeout=300)
     for deb in debs.glob("*.deb"):
-        subprocess.run(["dpkg-deb", "-x", str(deb), str(dest / "root")], check=True, timeout=60)
+        proc_run(["dpkg-deb", "-x", str(deb), str(dest / "root")], check=True, timeout=60)
     shutil.rmtree(debs)
     for link in [p for p in (dest / "root").rglob("*") if p.is_symlink()]:
         target = link.resolve()  # files, not links: what is carried to the machine
@@ -248,7 +250,7 @@ def _machine_python() -> tuple[str, dict]:
     for cand in (sys.executable, shutil.which("python3"), shutil.which("python")):
         if not cand:
             continue
-        proc = subprocess.run([cand, "-c", probe], capture_output=True, text=True, timeout=120)
+        proc = proc_run([cand, "-c", probe], capture_output=True, text=True, timeout=120)
         if proc.returncode == 0:
             return cand, json.loads(proc.stdout.strip().splitlines()[-1])
     raise SystemExit("no interpreter here imports torch: this run needs the machine's torch")
@@ -258,8 +260,7 @@ def _run(cmd: list[str], log: Path, env: dict, timeout: float) -> int:
     with log.open("a") as f:
         f.write(f"$ {' '.join(cmd)}\n")
         f.flush()
-        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env,
-                                start_new_session=True)
+        proc = popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout
         while proc.poll() is None:
             if STOP.is_set() or time.monotonic() > deadline:
@@ -291,7 +292,7 @@ def _installed(python: str) -> dict[str, str]:
     sys.path (the venv's own before a machine copy it shadows)."""
     code = ("import json, importlib.metadata as m; print(json.dumps([(d.metadata['Name'], "
             "d.version) for d in m.distributions()]))")
-    proc = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=120)
+    proc = proc_run([python, "-c", code], capture_output=True, text=True, timeout=120)
     seen: dict[str, str] = {}
     for name, version in json.loads(proc.stdout or "[]") if proc.returncode == 0 else []:
         seen.setdefault(requirements.normalize(name), version)
@@ -320,7 +321,7 @@ def _one(cid: str, carry: Path, work: Path, out: Path, machine: tuple[str, dict]
     if not reuse and _run([mpython, "-m", "venv", "--clear", "--without-pip",
                            str(env_dir / "env")], log, env, left()):
         return result
-    site_dir = "" if reuse else subprocess.run(
+    site_dir = "" if reuse else proc_run(
         [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
         capture_output=True, text=True, timeout=60).stdout.strip()
     # the machine's site-packages after the venv's own (its torch, its CUDA wheels)
@@ -418,7 +419,7 @@ def run(args: argparse.Namespace) -> int:
     summary["not_started"] = [cid for cid, _ in todo]
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     # one file back: the device tool returns a bounded number of files from a run
-    subprocess.run(["tar", "-C", str(out), "-czf", str(out / "batch.tar.gz"), "records", "logs",
+    proc_run(["tar", "-C", str(out), "-czf", str(out / "batch.tar.gz"), "records", "logs",
                     "summary.json"], check=True, timeout=120)
     for d in ("records", "logs"):
         shutil.rmtree(out / d)

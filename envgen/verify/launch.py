@@ -24,6 +24,7 @@ from envgen.errors import DaemonError, EnvgenError, EnvironmentProblem, UsageErr
 SCRIPTS_DIR = inside.path("ops.py").parent  # envgen/inside: mounted read-only in an image
 IN_IMAGE = "/opt/envgen-verify"  # where SCRIPTS_DIR is mounted in an image
 CHECKS_PREFIX = "checks_"
+OPS_TIMEOUT = 1800.0  # seconds for the whole ops check (--ops-timeout): JIT builds included
 
 
 def _quiet(_message: str) -> None:
@@ -120,8 +121,10 @@ class SmokeResult:
 def start(cmd: list[str], **kwargs) -> subprocess.Popen:
     """Start ``cmd`` in a process group of its own, so :func:`stop` reaches everything it
     starts (torchrun's ranks); text mode."""
+    from envgen.proc import popen
+
     try:
-        return subprocess.Popen(cmd, text=True, start_new_session=True, **kwargs)
+        return popen(cmd, text=True, **kwargs)
     except OSError as exc:
         raise EnvironmentProblem(f"cannot start {cmd[0]}: {exc.strerror or exc}",
                                  hint="check --python / --docker-cli") from None
@@ -148,11 +151,16 @@ def stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
 
 def run_ops(target: Target, framework: str, ops: tuple[str, ...] | None = None, *,
             progress: Callable[[str], None] = _quiet,
-            debug: Callable[[str], None] = _quiet) -> tuple[dict, str]:
+            debug: Callable[[str], None] = _quiet,
+            timeout: float = OPS_TIMEOUT) -> tuple[dict, str]:
     """Run ops.py in the target: (its JSON document, the log). Its one line per op goes to
     ``progress`` as the op finishes; the rest of what it prints (the framework's warnings,
     compiler output) goes to the log, and to ``debug`` line by line. EnvgenError with the
-    log's tail when it wrote no result."""
+    log's tail when it wrote no result; TimeLimitError (exit 4) when it ran longer than
+    ``timeout`` seconds (it is stopped with its process group: compilers, the container)."""
+    import threading
+
+    from envgen.proc import time_limit
     with tempfile.TemporaryDirectory(prefix="envgen-ops-") as tmp:
         out = Path(tmp) / "ops.json"
         extra = ["--ops", ",".join(ops)] if ops else []
@@ -162,6 +170,15 @@ def run_ops(target: Target, framework: str, ops: tuple[str, ...] | None = None, 
         with tempfile.TemporaryFile("w+") as err:
             proc = start(cmd, stdout=subprocess.PIPE, stderr=err)
             lines = []
+            expired = threading.Event()
+
+            def expire() -> None:
+                expired.set()
+                stop(proc, grace=5)
+
+            timer = threading.Timer(timeout, expire)
+            timer.daemon = True
+            timer.start()
             try:
                 with proc.stdout:
                     for line in proc.stdout:
@@ -171,6 +188,13 @@ def run_ops(target: Target, framework: str, ops: tuple[str, ...] | None = None, 
             except BaseException:  # Ctrl-C, SIGTERM: stop the check (and its container)
                 stop(proc)
                 raise
+            finally:
+                timer.cancel()
+            if expired.is_set():
+                raise time_limit(f"the ops check in {target.describe()}", timeout,
+                                 "--ops-timeout", hint="an op that compiles for long (a "
+                                 "first JIT build) needs more; one that hangs shows in "
+                                 "`envgen verify ops --debug`")
             err.seek(0)
             log = "".join(lines) + err.read()
         for line in log.splitlines()[len(lines):]:
@@ -215,8 +239,18 @@ def gpu_count(target: Target | str) -> int:
     """Visible GPUs as the target's torch sees them (0 without CUDA or without a GPU)."""
     target = Target(python=target) if isinstance(target, str) else target
     code = "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)"
-    proc = subprocess.run(target.python_argv(code), capture_output=True, text=True,
-                          timeout=300)
+    from envgen.proc import run, time_limit
+
+    try:
+        proc = run(target.python_argv(code), capture_output=True, text=True, timeout=300,
+                   grace=5)
+    except subprocess.TimeoutExpired:
+        raise time_limit(f"counting the GPUs with {target.describe()}", 300, None,
+                         hint="`import torch` hangs there: check the environment (a network "
+                         "filesystem, a driver that does not answer)") from None
+    except OSError as exc:
+        raise EnvironmentProblem(f"cannot start {target.describe()}: {exc.strerror or exc}",
+                                 hint="check --python / --docker-cli") from None
     if proc.returncode != 0:
         raise UsageError(f"{target.describe()} cannot import torch: "
                          f"{proc.stderr.strip()[-300:]}",

@@ -129,7 +129,7 @@ def stand_ins(monkeypatch):
     """run_ops / run_smoke replaced: what they were called with, and progress lines."""
     calls = {}
 
-    def run_ops(target, framework, ops=None, *, progress, debug):
+    def run_ops(target, framework, ops=None, *, progress, debug, timeout=None):
         calls["ops"] = (target, framework, ops)
         progress("  helpers_cpp pass")
         debug("  | compiler output")
