@@ -42,6 +42,11 @@ the rank that did not arrive. Nothing is installed on the nodes: only their Pyth
 torch for the collective). NCCL_*, GLOO_*, TORCH_NCCL_* and TP_SOCKET_IFNAME of this shell
 are exported to every node, as DeepSpeed's runner exports NCCL_*.
 
+time limits: the name lookups take at most --connect-timeout in all (16 to 256 at a time, more
+for more nodes); each remote step at most its limit per node and twice that on all nodes
+together (up to 128 at a time); SIGTERM or Ctrl-C ends the preflight within 2 s at any point
+(exit 143 / 130), killing every ssh it started; the programs on the nodes end with it.
+
 exit codes: 0 no error finding, 1 at least one error finding, 2 usage error (an unreadable
 hostfile or a syntax error in it, with the line; no nodes; duplicate hosts; an interface no
 node has), 4 this machine cannot run the checks.
@@ -73,9 +78,11 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                      help="one more ssh argument, e.g. --ssh-option=-p2222 or "
                      "--ssh-option=-oUser=me; repeatable")
     how.add_argument("--connect-timeout", metavar="S", type=float, default=10,
-                     help="seconds to wait for a node's SSH (default: 10)")
+                     help="seconds to wait for a node's SSH, and for all the name lookups "
+                     "together whatever the node count (default: 10)")
     how.add_argument("--timeout", metavar="S", type=float, default=120,
-                     help="seconds for each remote step (default: 120)")
+                     help="seconds for each remote step on one node; all nodes together "
+                     "get twice a step's limit (default: 120)")
     what = p.add_argument_group("what to run")
     what.add_argument("--no-collective", action="store_true",
                       help="skip the all_reduce (a quicker check)")
