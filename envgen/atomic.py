@@ -214,6 +214,9 @@ def write_files(files: dict[Path, bytes], durable: bool = True, *,
             path = Path(path)
             created += _mkdir_parent(path, source)
             staged.append((_temp_file(path, data, durable, source), path))
+        delay = float(os.environ.get("ENVGEN_TEST_COMMIT_DELAY", "0") or 0)
+        if delay:  # test hook: a window in which the temporaries exist, nothing is renamed
+            time.sleep(delay)
         with deferred_signals():
             for tmp, path in staged:
                 try:
@@ -291,10 +294,51 @@ def _commit_dir(staging: Path, target: Path, parent: Path) -> bool:
     return False
 
 
+def _users_files(target: Path, ours: set[str], files: dict[str, str],
+                 source: str | None) -> list[tuple[str, bool]]:
+    """What in ``target`` is not envgen's (not in ``ours``): (relative path, is a folder) of
+    each file, symbolic link and empty folder of the user's, to carry into the new directory.
+    FilesystemError if one is where a new file of ``files`` goes."""
+    ours_dirs = {str(Path(name).parent) for name in ours} | {"."}
+    theirs: list[tuple[str, bool]] = []
+    for root, dirs, names in os.walk(target):
+        rel_root = os.path.relpath(root, target)
+        for name in sorted(names) + sorted(d for d in dirs if os.path.islink(Path(root, d))):
+            rel = os.path.normpath(os.path.join(rel_root, name))
+            if rel not in ours:
+                theirs.append((rel, False))
+        if not dirs and not names and rel_root not in ours_dirs:
+            theirs.append((rel_root, True))
+    for rel, _ in theirs:
+        if rel in files or any(name.startswith(rel + "/") for name in files):
+            raise FilesystemError(f"{target / rel} is not a file envgen wrote (the lock's "
+                                  "manifest does not list it), and the new lock writes "
+                                  f"{rel}; envgen never replaces a file of yours; nothing "
+                                  "was written", hint="move it out of the folder (or rename "
+                                  "it), then run this again", source=source)
+    return theirs
+
+
+def _carry(target: Path, staging: Path, theirs: list[tuple[str, bool]]) -> None:
+    """The user's files of ``target`` into ``staging``: hard links (no copy, no extra space)
+    where the filesystem allows them, copies elsewhere; links stay links."""
+    for rel, is_dir in theirs:
+        dest = staging / rel
+        if is_dir:
+            dest.mkdir(parents=True, exist_ok=True)
+            continue
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(target / rel, dest, follow_symlinks=False)
+        except OSError:
+            shutil.copy2(target / rel, dest, follow_symlinks=False)
+
+
 def write_dir(target: Path, files: dict[str, str], *,
               owned: Callable[[Path], bool] | None = None, source: str | None = None,
-              on_debris: Callable[[Path], None] | None = None) -> None:
-    """Make ``target`` a directory holding exactly ``files`` (name → text), atomically.
+              on_debris: Callable[[Path], None] | None = None,
+              ours: Callable[[Path], set[str]] | None = None) -> None:
+    """Make ``target`` a directory holding ``files`` (name → text), atomically.
 
     The files are written and fsynced in a sibling ``.<name>.tmp-<pid>`` directory, which then
     replaces ``target`` with one rename (an atomic exchange when ``target`` exists). A reader
@@ -303,7 +347,11 @@ def write_dir(target: Path, files: dict[str, str], *,
 
     ``target`` is only replaced when it is a directory that ``owned`` accepts (e.g. it holds
     an envgen manifest); a file, or a directory of someone else's, is refused before anything
-    is written. ``ENVGEN_TEST_WRITE_DELAY`` (seconds per file) widens the window for the
+    is written. ``ours``: the relative paths of the existing ``target`` that envgen wrote
+    there (e.g. the files its manifest lists); every other file, link and empty folder in it is
+    the user's and is carried into the new directory unchanged, and one where a new file goes
+    is refused before anything is written. Without ``ours`` the new directory holds exactly
+    ``files``. ``ENVGEN_TEST_WRITE_DELAY`` (seconds per file) widens the window for the
     interruption tests.
     """
     target = Path(target)
@@ -329,6 +377,8 @@ def write_dir(target: Path, files: dict[str, str], *,
     try:
         try:
             staging.mkdir()
+            if ours is not None and target.is_dir():
+                _carry(target, staging, _users_files(target, set(ours(target)), files, source))
             for name in sorted(files):
                 if "/" in name:  # a file in a subdirectory ("image/base.lock.txt")
                     (staging / name).parent.mkdir(parents=True, exist_ok=True)

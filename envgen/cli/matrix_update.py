@@ -41,8 +41,9 @@ examples:
 
 environment: ENVGEN_CACHE_DIR (cache location), ENVGEN_CA_CERT / REQUESTS_CA_BUNDLE (CA
 bundle), ENVGEN_DATA (where --write writes).
-exit codes: 0 ok, 2 usage error, 4 an index failed or answered with something refused
-(nothing written), 130/143 interrupted (nothing written, or the write had completed)."""
+exit codes: 0 ok, 2 usage error, 4 an index failed or answered with something refused, or
+another envgen run is writing the data directory (nothing written; the refusal names it),
+130/143 interrupted (nothing written, or the write had completed)."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -50,8 +50,9 @@ examples:
 Every file is validated first; if any is invalid, nothing is written and every problem of
 every file is listed (with its JSON path). A record already stored is reported as "already
 recorded" and left alone. All new files are written together or none is (an interrupt or a full
-disk leaves the results as they were). Exit codes: 0 ok, 1 invalid file or a conflicting stored
-file, 2 usage, 4 filesystem.
+disk leaves the results as they were); while one `results add` writes a results directory, a
+second refuses, naming it. Exit codes: 0 ok, 1 invalid file or a conflicting stored file,
+2 usage, 4 filesystem, or another run writing there (nothing written).
 """
 
 SHOW_EPILOG = """\

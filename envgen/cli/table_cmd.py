@@ -34,7 +34,7 @@ combination at the newest patch per framework and torch minor, plus every combin
 records, with the resolver's reasons for the filter pairs no row has. The four files are
 written together or not at all (a full disk or an interrupt changes none).
 Exit codes: 0 ok, 1 bad data (a stored record, the matrix), 2 usage (e.g. README markers),
-4 filesystem (nothing written).
+4 filesystem, or another table --write writing there (nothing written).
 """
 
 def register(sub, common: argparse.ArgumentParser) -> None:

@@ -130,8 +130,24 @@ def write_lock(out_dir: Path, result: LockResult, *, source: str | None = None,
                on_debris: Callable[[Path], None] | None = None) -> Path:
     """Write ``<out_dir>/<combination id>/`` atomically; returns that directory. An existing
     ``<id>`` is replaced only if it is a lock directory (it holds envgen.lock.json): a file
-    or a folder of the user's is refused (envgen.atomic.write_dir)."""
+    or a folder of the user's is refused (envgen.atomic.write_dir). Files the user added to
+    an existing lock folder are kept; one where the new lock writes a file is refused."""
     target = Path(out_dir) / result.plan.combination.id
     write_dir(target, result.files, owned=lambda p: (p / MANIFEST).is_file(), source=source,
-              on_debris=on_debris)
+              on_debris=on_debris, ours=lambda p: envgens_files(p, result.files))
     return target
+
+
+def envgens_files(folder: Path, new: dict[str, str]) -> set[str]:
+    """The files envgen wrote in an existing lock folder: its manifest and the files the
+    manifest lists (the new lock's names too when the manifest cannot be read). Any other file
+    there is the user's: the new lock keeps it (envgen.atomic.write_dir)."""
+    import json
+
+    try:
+        with open(folder / MANIFEST, "rb") as handle:
+            listed = json.loads(handle.read(64 << 20))["files"]
+        names = {name for name in listed if isinstance(name, str)}
+    except (OSError, ValueError, KeyError, TypeError):
+        names = set(new)
+    return names | {MANIFEST}

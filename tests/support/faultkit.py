@@ -50,7 +50,7 @@ def tree(root: Path) -> dict[str, bytes | None]:
     return out
 
 
-DEBRIS = (".tmp", ".harvested.", ".envgen-install")
+DEBRIS = (".tmp", ".harvested.", ".envgen-install", ".envgen-write.lock")
 
 
 def debris(root: Path) -> list[str]:
