@@ -36,6 +36,7 @@ from collections.abc import Callable
 from envgen import validate
 from envgen.errors import UsageError
 from envgen.record import record
+from envgen.userfile import read_bytes
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
@@ -150,8 +151,7 @@ def find_config(start: str | Path | None = None) -> tuple[Path | None, dict[str,
             if not os.path.isfile(found):
                 continue
             try:
-                with open(found, "rb") as fh:
-                    data = fh.read()
+                data = read_bytes(found, "config")
             except OSError as exc:
                 raise UsageError(f"cannot read {found}: {exc.strerror or exc}",
                                  hint="fix its permissions, or remove it",

@@ -17,6 +17,7 @@ from envgen.api.progress import Progress, quiet
 from envgen.doctor.findings import Diagnosis
 from envgen.errors import UsageError
 from envgen.facts.matrix import Matrix
+from envgen.userfile import read_text
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def _read_report(request: DoctorRequest):
         path = Path(str(name))
         where = str(path)
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = read_text(path, "report", errors="replace")
         except FileNotFoundError:
             raise UsageError(f"{path}: no such report file",
                              hint="give the file holding the pasted text, or - to read it "

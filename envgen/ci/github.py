@@ -17,6 +17,7 @@ from pathlib import Path
 from envgen.errors import DataError
 from envgen.facts.cells import Cell
 from envgen.record import record
+from envgen.userfile import read_bytes
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
@@ -81,8 +82,7 @@ def lock_hash(locks: Path, cell: Cell) -> str | None:
     """The cell's lock hash from <locks>/<id>/envgen.lock.json, or None if not locked yet."""
     path = os.path.join(locks, cell.combination, MANIFEST)
     try:
-        with open(path, "rb") as fh:
-            return json.loads(fh.read())["lock_hash"]
+        return json.loads(read_bytes(path, "lock"))["lock_hash"]
     except FileNotFoundError:
         return None
     except (ValueError, KeyError, TypeError) as exc:

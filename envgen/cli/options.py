@@ -9,6 +9,7 @@ from pathlib import Path
 from envgen.cli.context import Context
 from envgen.config import cache_root
 from envgen.errors import UsageError
+from envgen.userfile import read_text
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
@@ -40,7 +41,8 @@ def check_ca_cert(ca_cert: Path | None, source: str | None = "--ca-cert") -> Non
         return
     path = Path(ca_cert)
     try:
-        text = path.read_text(encoding="ascii", errors="replace")
+        text = read_text(path, "certificate", encoding="ascii", errors="replace",
+                         shown=f"{source} {ca_cert}")
     except OSError as exc:
         raise UsageError(f"{source} {ca_cert}: {exc.strerror or exc}",
                          hint="give the path of a PEM bundle with your proxy's CA",

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from envgen.errors import DataError
+from envgen.errors import DataError, UsageError
 from envgen.schemas.check import check, where
+from envgen.userfile import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -102,11 +103,11 @@ def load_catalog(matrix_dir: Path) -> Catalog:
     missing or malformed."""
     path = Path(matrix_dir) / FILE
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = tomllib.loads(read_text(path, "matrix"))
     except FileNotFoundError:
         raise DataError(f"{path} is missing", hint="restore it from envgen's matrix/ "
                         "(`git checkout matrix/curated/doctor.toml`)") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, UsageError) as exc:
         raise DataError(f"{path} cannot be read: {exc}", hint="fix its TOML syntax") from None
     errors = check(doc, "curated-doctor")
     if errors:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -170,6 +172,20 @@ def _stderr_tail(text: str, lines: int = 8) -> str:
     return " | ".join(tail)[-1500:] or "(nothing on stderr)"
 
 
+def _marked_snapshot(stdout: str, marker: str) -> dict | None:
+    """The snapshot on the last stdout line that starts with ``marker`` (collect_env.py's
+    ``--marker``), when it is a schema-1 object; None otherwise."""
+    for line in reversed(stdout.splitlines()):
+        if not line.startswith(marker + " "):
+            continue
+        try:
+            doc = json.loads(line[len(marker) + 1:])
+        except (ValueError, RecursionError):
+            return None
+        return doc if isinstance(doc, dict) and doc.get("schema") == 1 else None
+    return None
+
+
 def collect(python: str | None = None, *, ops: tuple[str, ...] = (), timeout: float = 120,
             progress: Callable[[str], None] | None = None) -> Any:
     """The snapshot of the environment of interpreter ``python`` (see
@@ -188,7 +204,8 @@ def collect(python: str | None = None, *, ops: tuple[str, ...] = (), timeout: fl
     script = inside_path("collect_env.py")
     say(f"collecting the environment of {interpreter}")
     budget = max(5.0, timeout - 10)
-    cmd = [interpreter, str(script), "--budget", f"{budget:.0f}"]
+    marker = f"envgen-snapshot:{secrets.token_hex(8)}"  # only the collector can echo it back
+    cmd = [interpreter, str(script), "--budget", f"{budget:.0f}", "--marker", marker]
     try:
         proc = run(cmd, capture_output=True, text=True, errors="replace", env=env,
                    timeout=timeout)
@@ -196,26 +213,27 @@ def collect(python: str | None = None, *, ops: tuple[str, ...] = (), timeout: fl
         raise EnvironmentProblem(
             f"collecting the environment of {interpreter} took longer than {timeout:.0f} s",
             hint="retry with a longer limit; an import that hangs (a network filesystem, a "
-            "locked extension build) shows with `" + interpreter + " -c 'import torch'`",
+            "locked extension build) shows with `" + shlex.quote(interpreter) +
+            " -c 'import torch'`",
             source="--python") from None
     except OSError as exc:
         raise EnvironmentProblem(f"{interpreter} cannot be started: {exc.strerror or exc}",
                                  hint="give a working Python with --python",
                                  source="--python") from None
-    doc = None
-    for line in reversed(proc.stdout.splitlines()):
-        try:
-            doc = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            break
-        doc = None
+    doc = _marked_snapshot(proc.stdout, marker)
+    if proc.returncode == 0 and doc is None:
+        raise EnvironmentProblem(
+            f"{interpreter} exited 0 without the collector's snapshot (no line marked with "
+            "this run's nonce, schema 1): it did not run envgen's collector, so nothing about "
+            "that environment is known",
+            hint="give the environment's real Python with --python (`" + shlex.quote(interpreter) +
+            " -c 'import sys; print(sys.executable)'` shows what it is), or paste a report "
+            "with --report", source="--python")
     if proc.returncode != 0 or doc is None:
         raise EnvironmentProblem(
             f"{script.name} failed under {interpreter} (exit code {proc.returncode}): "
             f"{_stderr_tail(proc.stderr)}",
-            hint="check that it is a working Python 3.8 or newer (`" + interpreter +
+            hint="check that it is a working Python 3.8 or newer (`" + shlex.quote(interpreter) +
             " --version`), or save a snapshot by hand / paste a report with --report",
             source="--python")
     say("asking NVML / nvidia-smi for the driver and GPUs")

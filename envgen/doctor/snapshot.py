@@ -10,12 +10,12 @@ as null), so a saved snapshot reads back equal.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
 from envgen.errors import UsageError
+from envgen.userfile import loads_json, read_text
 
 SCHEMA = 1
 
@@ -195,7 +195,7 @@ def read_snapshot(path: Path) -> Snapshot:
     """The snapshot saved in ``path`` (JSON); a UsageError naming the file and the problem."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, "snapshot")
     except FileNotFoundError:
         raise UsageError(f"{path}: no such snapshot file",
                          hint="give the file `envgen doctor --save FILE` wrote") from None
@@ -203,7 +203,7 @@ def read_snapshot(path: Path) -> Snapshot:
         raise UsageError(f"{path} cannot be read: {getattr(exc, 'strerror', None) or exc}",
                          hint="give a readable UTF-8 JSON file") from None
     try:
-        doc = json.loads(text)
+        doc = loads_json(text, str(path), "snapshot")
     except ValueError as exc:
         raise UsageError(f"{path} is not JSON ({exc})",
                          hint="a snapshot is one JSON object, as `envgen doctor --save` writes"

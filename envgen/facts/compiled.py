@@ -26,8 +26,10 @@ again, read back in a few milliseconds.
 
 Hand-written (no library caches arbitrary frozen dataclasses keyed by content hashes);
 pickle is safe here because envgen reads only what it wrote into the user's own cache
-directory. Anything wrong with the cache (missing, corrupt, unreadable, read-only, from
-another Python) is ignored: it only ever saves time. ``ENVGEN_FACTS_CACHE=0`` turns it off.
+directory: a file is read only when it and its folder belong to the user and no one else
+can write them (:func:`envgen.userfile.read_private_cache`). Anything wrong with the
+cache (missing, corrupt, unreadable, read-only, from another Python, not private) is
+ignored: it only ever saves time. ``ENVGEN_FACTS_CACHE=0`` turns it off.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import time
 
 from envgen.digests import small_sha256
 from envgen.facts.model import Facts, FrameworkRelease, TorchBuild
+from envgen.userfile import read_private_cache
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
@@ -126,8 +129,8 @@ def _read_memo() -> dict:
     if not enabled():
         return {}
     try:
-        with open(_memo_path(), "rb") as fh:
-            memo = marshal.loads(fh.read())
+        raw = read_private_cache(_memo_path())
+        memo = marshal.loads(raw) if raw is not None else {}
         return memo if isinstance(memo, dict) else {}
     except Exception:
         return {}
@@ -141,7 +144,7 @@ def _write_memo(memo: dict) -> None:
 
         if len(memo) > 4096:  # many matrices seen: start again
             memo.clear()
-        os.makedirs(_folder(), exist_ok=True)
+        os.makedirs(_folder(), mode=0o700, exist_ok=True)
         write_file(_memo_path(), marshal.dumps(memo), durable=False)
     except Exception:
         return
@@ -156,8 +159,8 @@ def read(name: str) -> Any | None:
     if not enabled():
         return None
     try:
-        with open(_path(name), "rb") as fh:
-            return loads(fh.read())
+        raw = read_private_cache(_path(name))  # only a file of this user's own
+        return loads(raw) if raw is not None else None
     except Exception:
         return None
 
@@ -191,7 +194,7 @@ def write(name: str, facts: Any) -> None:
         from envgen.atomic import write_file
 
         folder = _folder()
-        os.makedirs(folder, exist_ok=True)
+        os.makedirs(folder, mode=0o700, exist_ok=True)
         write_file(_path(name), dumps(facts), durable=False)
         copies = sorted((os.path.join(folder, n) for n in os.listdir(folder)
                          if n.endswith(".pickle")), key=lambda p: os.stat(p).st_mtime_ns,

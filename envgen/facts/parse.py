@@ -12,7 +12,6 @@ both is turned into ``Facts``.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
 
-from envgen.errors import DataError
+from envgen.errors import DataError, UsageError
 from envgen.facts.derive import apply_curated_torch, attach_drivers
 from envgen.facts.locate import CURATED, HARVESTED, OPTIONAL, OPTIONAL_HARVESTED, REGENERATE
 from envgen.facts.model import (
@@ -46,6 +45,7 @@ from envgen.facts.release_read import (
     torch_headers,
 )
 from envgen.schemas.check import SchemaError, where
+from envgen.userfile import loads_json, read_bytes, read_text
 from envgen.versions import parse_spec, parse_version
 
 if sys.version_info >= (3, 11):
@@ -135,8 +135,7 @@ def _plain(value: Any) -> bool:
 
 def _read_toml(path: Path, label: str, problems: _Problems) -> dict[str, Any] | None:
     try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
+        return tomllib.loads(read_text(path, "matrix"))
     except FileNotFoundError:
         problems.at(label, (), "file is missing (restore it from the repository)")
     except tomllib.TOMLDecodeError as exc:
@@ -145,6 +144,8 @@ def _read_toml(path: Path, label: str, problems: _Problems) -> dict[str, Any] | 
         problems.at(label, (), f"not UTF-8 text: {exc}")
     except RecursionError:
         problems.at(label, (), "not valid TOML: nested too deeply")
+    except UsageError as exc:  # not a regular file, or too large
+        problems.at(label, (), exc.message)
     except OSError as exc:
         problems.at(label, (), f"cannot be read: {exc.strerror or exc}")
     return None
@@ -152,13 +153,15 @@ def _read_toml(path: Path, label: str, problems: _Problems) -> dict[str, Any] | 
 
 def _read_json(path: Path, label: str, key: str, problems: _Problems) -> dict[str, Any] | None:
     try:
-        with path.open("rb") as fh:
-            data = json.load(fh)
+        data = loads_json(read_bytes(path, "matrix"), str(path), "matrix")
     except FileNotFoundError:
         problems.at(label, (), f"file is missing (create it with `{REGENERATE}`)")
         return None
     except ValueError as exc:  # bad JSON, or bytes that are not UTF-8
         problems.at(label, (), f"not valid JSON: {exc}")
+        return None
+    except UsageError as exc:  # not a regular file, too large, nested too deeply
+        problems.at(label, (), exc.message)
         return None
     except OSError as exc:
         problems.at(label, (), f"cannot be read: {exc.strerror or exc}")

@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import json
 import lzma
 import re
 from dataclasses import dataclass, field
@@ -66,6 +65,7 @@ from envgen.harvest.cache import fetch_page
 from envgen.harvest.diff import comparable
 from envgen.harvest.fetcher import Fetcher
 from envgen.schemas.check import check, where
+from envgen.userfile import loads_json, read_text
 
 FILE = "os_toolkits.json"
 KEY = "toolkits"
@@ -361,7 +361,7 @@ def load(harvested: Path) -> dict[str, Any]:
     there is none); one that breaks its schema raises DataError."""
     path = Path(harvested) / FILE
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads_json(read_text(path, "matrix"), str(path), "matrix")
     except FileNotFoundError:
         return empty_doc()
     except ValueError as exc:

@@ -35,6 +35,7 @@ from typing import Any
 
 from envgen.atomic import alive, deferred_signals, exchange, fsync_dir
 from envgen.errors import DataError, filesystem_error, note_rollback
+from envgen.userfile import loads_json, read_text
 
 FILES = {"torch.json": "builds", "frameworks.json": "releases", "cuda.json": "toolkits"}
 SCHEMA = 1
@@ -79,7 +80,7 @@ def load(matrix_dir: Path) -> dict[str, dict[str, Any]]:
     for name, key in FILES.items():
         path = Path(matrix_dir) / "harvested" / name
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
+            doc = loads_json(read_text(path, "matrix"), str(path), "matrix")
         except FileNotFoundError:
             doc = {"schema": SCHEMA, key: []}
         except ValueError as exc:  # bad JSON, or bytes that are not UTF-8

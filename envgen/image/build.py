@@ -35,6 +35,7 @@ from envgen.image.context import (
 from envgen.image.engines import BuildOptions, Engine, engine_for
 from envgen.image.naming import ImageName, check_registry
 from envgen.lock.manifest import Manifest
+from envgen.userfile import read_bytes, read_text
 
 OPS_REPORT = "/opt/envgen/ops.json"  # what the framework reports it built (check-ops.py)
 
@@ -226,7 +227,7 @@ def plan_build(lock_dir: Path, options: BuildOptions) -> BuildPlan:
     content = name.ref(name.content_tag(bhash) + suffix)
     refs = (content, name.ref(name.tag + suffix),
             *(t if ("/" in t or ":" in t) else name.ref(t + suffix) for t in options.tags))
-    files = {n.as_posix(): "sha256:" + hashlib.sha256((lock_dir / n).read_bytes()).hexdigest()
+    files = {n.as_posix(): "sha256:" + hashlib.sha256(read_bytes(lock_dir / n, "lock")).hexdigest()
              for n in names}
     return BuildPlan(references=refs, build_hash=bhash, lock_hash=manifest.lock_hash,
                      files=files, inputs=inputs,
@@ -345,7 +346,7 @@ def _carried_ccache(client, lock_dir: Path, options: BuildOptions,
     before this, or ``--no-ccache``, gets nothing. Yields (options, the store or None)."""
     from envgen.image import ccache_store
 
-    text = (lock_dir / DOCKERFILE).read_text(encoding="utf-8")
+    text = read_text(lock_dir / DOCKERFILE, "lock")
     if (options.engine != "sdk" or not options.ccache or "CCACHE_DIR=" not in text
             or f"ARG {ccache_store.BUILD_ARG}" not in text):
         yield options, None
@@ -373,7 +374,7 @@ def _carried_ccache(client, lock_dir: Path, options: BuildOptions,
 
 def _reports_ops(lock_dir: Path) -> bool:
     """A Dockerfile from envgen 0.x before the ops report has no /opt/envgen/ops.json."""
-    return "ENVGEN_OPS_REPORT=" in (lock_dir / DOCKERFILE).read_text(encoding="utf-8")
+    return "ENVGEN_OPS_REPORT=" in read_text(lock_dir / DOCKERFILE, "lock")
 
 
 def read_ops_report(client, image_id: str) -> dict | None:

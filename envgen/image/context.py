@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from envgen.errors import EnvgenError, UsageError
+from envgen.userfile import read_bytes
 
 DOCKERFILE = "Dockerfile"
 HASHED = ("Dockerfile", ".dockerignore", "envgen.lock.json")
@@ -65,7 +66,7 @@ def build_hash(lock_dir: Path, inputs: dict | None = None) -> str:
                     *context_files(lock_dir)})
     digest = hashlib.sha256()
     for rel in names:
-        data = (lock_dir / rel).read_bytes()
+        data = read_bytes(lock_dir / rel, "lock")
         digest.update(f"{rel.as_posix()}\0{len(data)}\0".encode())
         digest.update(data)
     extra = {k: v for k, v in (inputs or {}).items() if v}
@@ -98,7 +99,7 @@ def read_ca_certs(paths: tuple[Path, ...]) -> bytes:
     out = []
     for path in paths:
         try:
-            data = Path(path).read_bytes()
+            data = read_bytes(path, "certificate", shown=f"--ca-cert {path}")
         except OSError as exc:
             raise UsageError(f"--ca-cert {path}: {exc.strerror or exc}",
                              hint="give the path of a PEM file with your proxy's CA") from None
@@ -124,7 +125,7 @@ def context_tar(lock_dir: Path, classic: bool) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for rel in context_files(lock_dir):
-            data = (lock_dir / rel).read_bytes()
+            data = read_bytes(lock_dir / rel, "lock")
             if rel.as_posix() == DOCKERFILE and classic:
                 data = classic_dockerfile(data.decode("utf-8")).encode("utf-8")
             mode = 0o755 if (lock_dir / rel).stat().st_mode & 0o111 else 0o644

@@ -481,7 +481,9 @@ def main(argv):
             failures[probe.__name__] = describe(exc)
     if failures:  # a bug in a probe, not in the environment: say so on stderr
         sys.stderr.write(f"collect_env: probes failed: {json.dumps(failures)}\n")
-    real.write(json.dumps(out) + "\n")
+    # the caller's marker (a fresh nonce) proves the line came from this script
+    marker = argv[argv.index("--marker") + 1] if "--marker" in argv else None
+    real.write((marker + " " if marker else "") + json.dumps(out) + "\n")
     real.flush()
     return 0
 

@@ -16,6 +16,7 @@ from urllib.parse import unquote, urlsplit
 
 from envgen.errors import EnvgenError, NetworkError
 from envgen.lock.manifest import Manifest
+from envgen.userfile import read_bytes
 
 
 class InstallError(EnvgenError):
@@ -46,7 +47,7 @@ def check_local_files(manifest: Manifest) -> None:
             continue
         path = Path(unquote(urlsplit(url).path))
         try:
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            digest = hashlib.sha256(read_bytes(path, "lock")).hexdigest()
         except FileNotFoundError:
             raise InstallError(f"{url} (locked conda package {p['name']}) does not exist",
                                hint="the local channel changed since the lock was made; "

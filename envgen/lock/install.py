@@ -33,6 +33,7 @@ from envgen.errors import (
 from envgen.lock.activation import Activation
 from envgen.lock.envs import InstallError
 from envgen.lock.manifest import BUILD_LOCK, PIP_LOCK, PYLOCK, Manifest, read_manifest
+from envgen.userfile import read_bytes, read_text
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def verify_files(lock_dir: Path, manifest: Manifest) -> None:
     for name, want in manifest.files.items():
         path = lock_dir / name
         try:
-            got = "sha256:" + hashlib.sha256(path.read_bytes()).hexdigest()
+            got = "sha256:" + hashlib.sha256(read_bytes(path, "lock")).hexdigest()
         except FileNotFoundError:
             raise InstallError(f"{path} is missing from the lock directory",
                                hint="regenerate the lock with the command in its header") from None
@@ -155,7 +156,7 @@ def _run_streaming(cmd: list[str], env: dict[str, str], progress: Callable[[str]
 
 
 def _count(lock: Path) -> int:
-    lines = lock.read_text(encoding="utf-8").splitlines()
+    lines = read_text(lock, "lock").splitlines()
     return sum(1 for line in lines if line and not line.startswith(("#", "-", " ")))
 
 
@@ -168,7 +169,7 @@ def unlocked_sdists(lock_dir: Path, manifest: Manifest) -> list[str]:
     from envgen.lock.build_deps import built_from_sdist
     from envgen.lock.pip_compile import parse_pylock
 
-    packages = parse_pylock((lock_dir / PYLOCK).read_text(encoding="utf-8"))
+    packages = parse_pylock(read_text(lock_dir / PYLOCK, "lock"))
     return [f"{p.name} {p.version}" for p, _ in built_from_sdist(
         packages, manifest.target.python, manifest.target.python_platform)]
 
@@ -291,8 +292,8 @@ def incomplete_install(prefix: Path) -> dict | None:
     from envgen.atomic import alive
 
     try:
-        marker = json.loads((prefix / MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        marker = json.loads(read_text(prefix / MARKER, "lock"))
+    except (OSError, ValueError, UsageError):
         return None
     pid = marker.get("pid") if isinstance(marker, dict) else None
     if isinstance(pid, int) and pid != os.getpid() and alive(pid) and _is_envgen(pid):

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from envgen.errors import DataError, UsageError
+from envgen.userfile import loads_json, read_bytes
 
 MANIFEST = "envgen.lock.json"
 ENVIRONMENT = "environment.yml"
@@ -251,7 +252,7 @@ def read_manifest(lock_dir: Path) -> Manifest:
         raise UsageError(f"{lock_dir} {what}", hint="pass the directory `envgen make` wrote, "
                          "e.g. locks/<combination id>")
     try:
-        raw = path.read_bytes()
+        raw = read_bytes(path, "lock")
     except FileNotFoundError:
         raise UsageError(f"{lock_dir} is not an envgen lock directory (no {MANIFEST})",
                          hint="pass the directory `envgen make` wrote, "
@@ -260,7 +261,7 @@ def read_manifest(lock_dir: Path) -> Manifest:
         raise DataError(f"cannot read {path}: {exc.strerror or exc}",
                         hint="check the file's permissions") from None
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        doc = loads_json(raw.decode("utf-8"), str(path), "lock")
     except (UnicodeDecodeError, ValueError) as exc:
         raise DataError(f"{path} is not valid JSON ({exc})", hint=REGENERATE_HINT) from None
     return Manifest.from_dict(check_manifest(doc, path))

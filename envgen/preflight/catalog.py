@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from envgen.doctor.findings import Finding
-from envgen.errors import DataError
+from envgen.errors import DataError, UsageError
 from envgen.schemas.check import check, where
+from envgen.userfile import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -206,11 +207,11 @@ def _doctor_patterns(matrix_dir: Path) -> set[str] | None:
 
 def _read(path: Path) -> dict[str, Any]:
     try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
+        doc = tomllib.loads(read_text(path, "matrix"))
     except FileNotFoundError:
         raise DataError(f"{path} is missing", hint="restore it from envgen's matrix/ "
                         "(`git checkout matrix/curated/preflight.toml`)") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError, UsageError) as exc:
         raise DataError(f"{path} cannot be read: {exc}", hint="fix its TOML syntax") from None
     errors = check(doc, "curated-preflight")
     if errors:

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from envgen.digests import Hasher, small_sha256
 from envgen.record import field, names, record
+from envgen.userfile import read_private_cache
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
@@ -144,8 +145,8 @@ class RecordIndex:
         self._added = False
         if path is not None:
             try:
-                with open(path, "rb") as fh:
-                    entries = marshal.load(fh)
+                raw = read_private_cache(path)  # only a file of this user's own
+                entries = marshal.loads(raw) if raw is not None else None
                 if isinstance(entries, dict):
                     self._entries = entries
             except Exception:  # missing, corrupt, another format: start empty
@@ -177,7 +178,7 @@ class RecordIndex:
             return
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             with open(tmp, "wb") as fh:
                 marshal.dump(self._entries, fh)
             os.replace(tmp, self.path)

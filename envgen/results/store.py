@@ -30,6 +30,7 @@ from pathlib import Path
 
 from envgen.errors import DataError, UsageError
 from envgen.results.index import RecordSummary, digest, open_index
+from envgen.userfile import read_bytes
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
@@ -192,9 +193,11 @@ def read_record_file(path: Path) -> tuple[Record | None, list[Problem]]:
     """Parse and validate one record file of either kind; the problems instead when it is not
     valid."""
     try:
-        raw = Path(path).read_bytes()
+        raw = read_bytes(path, "record")
     except FileNotFoundError:
         return None, [_problem("$", "no such file")]
+    except UsageError as exc:  # not a regular file, or larger than a record can be
+        return None, [_problem("$", exc.message)]
     except OSError as exc:
         return None, [_problem("$", f"cannot read: {exc.strerror or exc}")]
     return _parse_bytes(raw)
@@ -260,7 +263,7 @@ def add(results_dir: Path, paths: list[Path] | tuple[Path, ...], *,
 def _already_stored(target: Path, record: Record, data: bytes, origin: Path) -> bool:
     """True if ``target`` holds this record; DataError if it holds anything else."""
     try:
-        existing = target.read_bytes()
+        existing = read_bytes(target, "record")
     except FileNotFoundError:
         return False
     if existing == data:
@@ -314,10 +317,12 @@ def load(results_dir: Path) -> list[StoredRecord]:
     for folder, name in files:
         path = os.path.join(base, folder, name)
         try:
-            with open(path, "rb") as fh:
-                raw = fh.read()
+            raw = read_bytes(path, "record")
         except FileNotFoundError:
             bad[path] = [_problem("$", "no such file")]
+            continue
+        except UsageError as exc:
+            bad[path] = [_problem("$", exc.message)]
             continue
         except OSError as exc:
             bad[path] = [_problem("$", f"cannot read: {exc.strerror or exc}")]

@@ -45,6 +45,7 @@ from envgen.results.tiers import (
     rank,
     tier_label,
 )
+from envgen.userfile import read_bytes
 from envgen.versions import dotted_key, parse_version, release
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
@@ -528,7 +529,7 @@ def write_outputs(table: Table, *, page: Path, data: Path, readme: Path,
     data), together. The README is checked first: without its markers nothing is written
     (UsageError)."""
     try:
-        old_readme = readme.read_bytes()
+        old_readme = read_bytes(readme, "config")
     except FileNotFoundError:
         raise UsageError(f"no README at {readme}",
                          hint="run from the project root, or give --readme FILE") from None

@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from envgen.errors import DataError
+from envgen.errors import DataError, UsageError
+from envgen.userfile import read_text
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ def read_toml(path: Path, *, missing_hint: str, fix: str) -> dict[str, Any]:
     "fix matrix/cells.toml") names the file for every other problem."""
     path = Path(path)
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        return tomllib.loads(read_text(path, "matrix"))
     except FileNotFoundError:
         raise DataError(f"{path} does not exist", hint=missing_hint) from None
     except tomllib.TOMLDecodeError as exc:
@@ -33,6 +34,8 @@ def read_toml(path: Path, *, missing_hint: str, fix: str) -> dict[str, Any]:
                         hint=f"{fix}, or restore it from the repository") from None
     except RecursionError:
         raise DataError(f"{path}: nested too deeply", hint=fix) from None
+    except UsageError as exc:  # not a regular file, or too large
+        raise DataError(exc.message, hint=fix) from None
     except OSError as exc:
         raise DataError(f"cannot read {path}: {exc.strerror or exc}",
                         hint="make it a readable file, or restore it from the repository"
