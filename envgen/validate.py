@@ -34,6 +34,13 @@ def shown(value: str) -> str:
                    for c in value)
 
 
+def shown_lines(value: str) -> str:
+    """:func:`shown` for text of several lines: each line escaped, the line breaks kept."""
+    if value.isprintable():
+        return value
+    return "\n".join(map(shown, value.split("\n")))
+
+
 def describe(value: Any) -> str:
     """A value as an error message shows it: quoted, control characters escaped, clipped."""
     text = repr(value)

@@ -26,6 +26,7 @@ from typing import Any
 from envgen.api.progress import Progress, quiet
 from envgen.errors import InfeasibleError
 from envgen.facts.matrix import Matrix
+from envgen.shellcmd import command
 
 DRIFT = ("yanked", "gone", "no-longer-resolves", "fact-changed")  # the lock is not as made
 NEWS = ("newer-patch", "newer-known-good")
@@ -288,8 +289,9 @@ def _evidence_findings(manifest, matrix: Matrix) -> list[DriftFinding]:
         if theirs > mine:
             found.append(DriftFinding(
                 "newer-known-good", cid, f"{ev.tier_label} evidence ({ev.date})",
-                f"envgen whatif --lock DIR --framework-version {fields['framework_version']} "
-                f"--torch {fields['torch']} --cuda {fields['cuda']}"))
+                command("envgen", "whatif", "--lock", "DIR", "--framework-version",
+                        fields["framework_version"], "--torch", fields["torch"], "--cuda",
+                        fields["cuda"])))
     return found
 
 

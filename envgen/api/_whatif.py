@@ -22,6 +22,7 @@ from envgen.errors import DataError, InfeasibleError, UsageError
 from envgen.facts.matrix import Matrix
 from envgen.lock.plan import LockOptions
 from envgen.resolve import Combination, Request
+from envgen.shellcmd import command
 
 CHANGEABLE = ("framework_version", "torch", "cuda", "python", "os", "gpu")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.M)
@@ -161,7 +162,8 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
     except InfeasibleError as exc:
         raise DataError(f"the lock's own combination {manifest.id} no longer resolves against "
                         f"today's facts: {exc.message}",
-                        hint=f"see what moved: envgen drift --lock {request.lock_dir}; or "
+                        hint="see what moved: "
+                        f"{command('envgen', 'drift', '--lock', request.lock_dir)}; or "
                         "start from a new lock (envgen make)") from None
     old_why = {d.axis: d for d in decisions(pinned, facts, old)}
     old_tier = _tier(old.id, matrix)
@@ -208,7 +210,7 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
             manifest.pip.index_url.rstrip("/") != pypi:  # the lock's mirror, as it was made
         options = replace(options, index_url=manifest.pip.index_url)
     pip = conda = None
-    command = f"envgen make --combination {new.id} --flavor {options.flavor}"
+    make_it = command("envgen", "make", "--combination", new.id, "--flavor", options.flavor)
     if request.solve:
         progress(f"locking {new.id} to compare the packages (nothing is installed)")
         result = lock(facts, new, options, matrix.index_urls(), progress)
@@ -218,10 +220,10 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
             old_conda = {p["name"]: p["version"] for p in
                          (manifest.conda.packages if manifest.conda else ())}
             conda = _diff(old_conda, {p.name: p.version for p in result.conda})
-        command = regenerate_command(result.plan, options)
+        make_it = regenerate_command(result.plan, options)
     return WhatIfResult(old=old, new=new, changes=dict(request.changes), decisions=changed,
                         pip=pip, conda=conda, old_tier=old_tier,
-                        new_tier=_tier(new.id, matrix), make_command=command,
+                        new_tier=_tier(new.id, matrix), make_command=make_it,
                         released=released)
 
 

@@ -112,10 +112,13 @@ def _facts_line(result) -> str:
 
 
 def render(result, *, explain: bool = False) -> str:
+    """The screen: every value from the environment, a snapshot or a report with its control
+    characters escaped (validate.shown); the commands were quoted where they were built."""
+    shown = validate.shown
     d = result.diagnosis
-    out = [f"envgen doctor — {d.origin}", f"  {_facts_line(result)}"]
+    out = [shown(f"envgen doctor — {d.origin}"), f"  {shown(_facts_line(result))}"]
     if explain and result.explain:
-        out += ["", "read from the report:"] + [f"  {line}" for line in result.explain]
+        out += ["", "read from the report:"] + [f"  {shown(line)}" for line in result.explain]
     counts = {s: sum(1 for f in d.findings if f.severity == s)
               for s in ("error", "warning", "info")}
     summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n)
@@ -125,19 +128,20 @@ def render(result, *, explain: bool = False) -> str:
                                 break_on_hyphens=False)
     for f in d.findings:
         out += ["", f"{_MARK[f.severity]} {f.severity:<8} {f.kind}"]
-        out += [wrap.fill(f"  {'what':<8} {f.summary}"), wrap.fill(f"  {'fix':<8} {f.fix}")]
+        out += [wrap.fill(f"  {'what':<8} {shown(f.summary)}"),
+                wrap.fill(f"  {'fix':<8} {shown(f.fix)}")]
         if f.command:
-            out.append(f"  {'run':<8} {f.command}")
+            out.append(f"  {'run':<8} {shown(f.command)}")
         if f.source:
-            out.append(wrap.fill(f"  {'rule':<8} {f.source}"))
+            out.append(wrap.fill(f"  {'rule':<8} {shown(f.source)}"))
         if f.pattern:
             name = d.patterns.get(f.pattern, f.pattern)
-            out.append(wrap.fill(f"  {'pattern':<8} {name}"))
+            out.append(wrap.fill(f"  {'pattern':<8} {shown(name)}"))
     if d.needs:
         out += ["", "needs (facts a rule needs that the input lacks — run these and judge "
                     "again):"]
         for n in d.needs:
-            out.append(wrap.fill(f"  ? {n.fact}: {n.why}. Get it: {n.how}"))
+            out.append(wrap.fill(shown(f"  ? {n.fact}: {n.why}. Get it: {n.how}")))
     if result.saved:
-        out += ["", f"snapshot saved to {result.saved}"]
+        out += ["", shown(f"snapshot saved to {result.saved}")]
     return "\n".join(out)

@@ -57,11 +57,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def render(result) -> str:
+    """The screen, each value (an index's yank reason, a path) with its control characters
+    escaped (validate.shown)."""
+    shown = validate.shown
     state = "DRIFTED" if result.drifted else "as made"
-    lines = [f"{result.lock}: {state} ({result.packages} pinned packages checked, "
-             f"{len(result.findings)} finding{'' if len(result.findings) == 1 else 's'})"]
+    lines = [shown(f"{result.lock}: {state} ({result.packages} pinned packages checked, "
+                   f"{len(result.findings)} finding{'' if len(result.findings) == 1 else 's'})")]
     for f in result.findings:
-        lines.append(f"  {f.kind:<19} {f.subject}: {f.detail}")
+        lines.append(f"  {f.kind:<19} {shown(f.subject)}: {shown(f.detail)}")
         if f.fix:
-            lines.append(f"  {'':<19} fix: {f.fix}")
+            lines.append(f"  {'':<19} fix: {shown(f.fix)}")
     return "\n".join(lines)

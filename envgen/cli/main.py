@@ -249,14 +249,18 @@ def _wants(argv: list[str], flag: str) -> bool:
 
 
 def _report(err: EnvgenError, as_json: bool) -> int:
-    from envgen.lock.secrets import shown_text  # a URL's credentials are never printed
+    from envgen.lock.secrets import shown_text as secret_free  # no URL's credentials
+    from envgen.validate import shown_lines  # no control character reaches the terminal
+
+    def shown_text(text: str) -> str:
+        return shown_lines(secret_free(text))
 
     report = getattr(err, "report", None)
     if report:
         print(shown_text(report), file=sys.stderr)
     print(f"envgen: error: {shown_text(err.message)}", file=sys.stderr)
     if err.source:
-        print(f"  source: {err.source}", file=sys.stderr)
+        print(f"  source: {shown_text(err.source)}", file=sys.stderr)
     if err.hint:
         print(f"  hint: {shown_text(err.hint)}", file=sys.stderr)
     if as_json:

@@ -17,6 +17,7 @@ from envgen.cli.options import (
 from envgen.cli.render import dump_json
 from envgen.cli.resolve_cmd import AXES, add_request_options, explained, request_from_args
 from envgen.errors import UsageError
+from envgen.shellcmd import command
 
 EPILOG = """\
 examples:
@@ -170,12 +171,13 @@ def summary(made, target: Path) -> str:
     lines += [f"  note: {n}" for n in c.notes if "curated data only" not in n]
     files = "  ".join(sorted(result.files))
     lines.append(f"Wrote {target}/  ({files})  in {made.seconds:.1f} s")
-    lines.append(f"Install: envgen install {target} --prefix ./env")
+    lines.append(f"Install: {command('envgen', 'install', target, '--prefix', './env')}")
     image = result.manifest.image
     if image:
-        lines.append(f"Image:   envgen build {target}   ({image.repository}:{image.tag}, "
-                     f"base {image.base}, ops for {image.cuda_arch_list})")
+        lines.append(f"Image:   {command('envgen', 'build', target)}   "
+                     f"({image.repository}:{image.tag}, base {image.base}, ops for "
+                     f"{image.cuda_arch_list})")
     if "apptainer/envgen.def" in result.files:
-        lines.append(f"Apptainer: cd {target} && apptainer build envgen.sif "
+        lines.append(f"Apptainer: {command('cd', target)} && apptainer build envgen.sif "
                      "apptainer/envgen.def   (or apptainer/from-image.def after envgen build)")
-    return "\n".join(lines)
+    return validate.shown_lines("\n".join(lines))  # a path's control characters escaped

@@ -127,12 +127,14 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _table(result) -> list[str]:
-    nodes = [n.name for n in result.nodes]
-    rows = [("status", {n.name: n.status for n in result.nodes}, False)]
-    rows.append(("slots", {n.name: "-" if n.slots is None else str(n.slots)
+    shown = validate.shown  # what the nodes reported, escaped for the terminal
+    nodes = [shown(n.name) for n in result.nodes]
+    rows = [("status", {shown(n.name): n.status for n in result.nodes}, False)]
+    rows.append(("slots", {shown(n.name): "-" if n.slots is None else str(n.slots)
                            for n in result.nodes}, False))
-    rows += [(r.field, {k: v if v is not None else "?" for k, v in r.values.items()},
-              r.differs) for r in result.table]
+    rows += [(shown(r.field), {shown(k): shown(str(v)) if v is not None else "?"
+                               for k, v in r.values.items()}, r.differs)
+             for r in result.table]
     width0 = max(len(r[0]) for r in rows) + 2
     widths = {n: min(28, max([len(n)] + [len(str(r[1].get(n, ""))) for r in rows]))
               for n in nodes}
@@ -150,10 +152,13 @@ def _table(result) -> list[str]:
 
 
 def render(result) -> str:
+    """The screen: every value from a file, a node or a report with its control characters
+    escaped (validate.shown); the commands were quoted for the shell where they were built."""
+    shown = validate.shown
     job = result.job
-    head = (f"envgen preflight — {len(job.nodes)} node{'s' if len(job.nodes) != 1 else ''} "
-            f"from {job.source}; master {job.master_addr or job.nodes[0].name}:{job.master_port}"
-            f" ({job.master_from}); {result.mode} job")
+    head = shown(f"envgen preflight — {len(job.nodes)} node{'s' if len(job.nodes) != 1 else ''}"
+                 f" from {job.source}; master {job.master_addr or job.nodes[0].name}:"
+                 f"{job.master_port} ({job.master_from}); {result.mode} job")
     out = [head, "", *_table(result)]
     counts = {s: sum(1 for f in result.findings if f.severity == s)
               for s in ("error", "warning", "info")}
@@ -164,13 +169,13 @@ def render(result) -> str:
                                 break_on_hyphens=False)
     for f in result.findings:
         out += ["", f"{_MARK[f.severity]} {f.severity:<8} {f.kind}",
-                wrap.fill(f"  {'what':<8} {f.summary}")]
+                wrap.fill(f"  {'what':<8} {shown(f.summary)}")]
         if f.fix:
-            out.append(wrap.fill(f"  {'fix':<8} {f.fix}"))
+            out.append(wrap.fill(f"  {'fix':<8} {shown(f.fix)}"))
         if f.command:
-            out.append(f"  {'run':<8} {f.command}")
+            out.append(f"  {'run':<8} {shown(f.command)}")
         if f.source:
-            out.append(wrap.fill(f"  {'rule':<8} {f.source}"))
+            out.append(wrap.fill(f"  {'rule':<8} {shown(f.source)}"))
     steps = ", ".join(f"{name} {s:.1f} s" for name, s in result.steps)
     out += ["", f"checks: {steps}"]
     return "\n".join(out)

@@ -67,6 +67,10 @@ class Reporter:
             from envgen.lock.secrets import shown_text
 
             message = shown_text(message)
+        if not message.isprintable():  # nor a control character from a file or a node
+            from envgen.validate import shown_lines
+
+            message = shown_lines(message)
         if not self.bars:
             print(message, file=self.stream, flush=True)
             return

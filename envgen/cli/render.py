@@ -18,10 +18,17 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, cells)])
 
 
+# the characters JSON may carry raw that a terminal can still act on (DEL, C1 controls, the
+# line and paragraph separators), written as \u escapes: the same JSON value
+_RAW = {c: f"\\u{c:04x}" for c in (0x7F, *range(0x80, 0xA0), 0x2028, 0x2029)}
+
+
 def dump_json(data: Any, out: TextIO) -> None:
+    """``data`` as indented JSON; no control character reaches the terminal raw (the C0 ones
+    JSON itself escapes)."""
     import json  # only for --json (text output does not load it)
 
-    json.dump(data, out, indent=2, sort_keys=False, ensure_ascii=False)
+    out.write(json.dumps(data, indent=2, sort_keys=False, ensure_ascii=False).translate(_RAW))
     out.write("\n")
 
 

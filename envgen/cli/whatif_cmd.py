@@ -117,4 +117,4 @@ def render(r) -> str:
     lost = " — tier lost: re-run the evidence for it" if r.tier_lost else ""
     lines.append(f"  evidence: {r.old_tier} → {r.new_tier}{lost}")
     lines.append(f"  make it: {r.make_command}")
-    return "\n".join(lines)
+    return validate.shown_lines("\n".join(lines))  # no control character reaches the terminal

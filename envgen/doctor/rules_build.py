@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
+from envgen.doctor.removable import removable
 from envgen.doctor.snapshot import UNKNOWN
 from envgen.versions import spec_contains
 
@@ -183,6 +184,20 @@ def ninja_missing(ctx: Context) -> None:
                 severity=None if builds else "warning")  # no framework known: if you build
 
 
+def _remove(path: str, env: dict) -> str | None:
+    """``rm -rf PATH`` for a folder inside the extensions cache, else None (removable.py)."""
+    if not removable(path, env.get("TORCH_EXTENSIONS_DIR")):
+        return None
+    return f"rm -rf {shlex.quote(path)}"
+
+
+def _by_hand(path: str, env: dict) -> str:
+    if _remove(path, env) is not None:
+        return ""
+    return ("; remove it by hand after checking that it is the extension's build folder "
+            "(envgen prints no command that deletes a path outside the torch extensions cache)")
+
+
 def stale_extension_cache(ctx: Context) -> None:
     s = ctx.s
     if not known(s.torch_extensions):
@@ -219,8 +234,9 @@ def stale_extension_cache(ctx: Context) -> None:
                               "torch": torch, "torch_cuda": s.torch_cuda,
                               "error": ext.error, "lock": ext.lock},
                     fix="delete the cached build; the op rebuilds for this torch on next use "
-                        "(or give each environment its own TORCH_EXTENSIONS_DIR)",
-                    command=f"rm -rf {shlex.quote(ext.path)}",
+                        "(or give each environment its own TORCH_EXTENSIONS_DIR)"
+                        + _by_hand(ext.path, env),
+                    command=_remove(ext.path, env),
                     source=ctx.catalog.section("extension_cache").get("baton_source")
                     if ext.lock and waits else None)
 
@@ -230,6 +246,7 @@ def abi_mismatch(ctx: Context) -> None:
     abi = s.torch_cxx11_abi if known(s.torch_cxx11_abi) else None
     if abi is None or not known(s.torch_extensions):
         return
+    env = s.env if known(s.env) else {}
     for ext in s.torch_extensions:
         if ext.cxx11_abi is not None and ext.cxx11_abi != abi and ext.loads is not True:
             ctx.finding("abi_mismatch",
@@ -238,8 +255,9 @@ def abi_mismatch(ctx: Context) -> None:
                         f"{int(abi)}: its C++ symbols do not match",
                         evidence={"path": ext.path, "cxx11_abi": ext.cxx11_abi,
                                   "torch_cxx11_abi": abi},
-                        fix="delete the cached build so it is rebuilt with torch's ABI",
-                        command=f"rm -rf {shlex.quote(ext.path)}")
+                        fix="delete the cached build so it is rebuilt with torch's ABI"
+                            + _by_hand(ext.path, env),
+                        command=_remove(ext.path, env))
 
 
 RULES = (host_compiler, cxx_standard_mismatch, libaio_missing, ninja_missing,

@@ -142,7 +142,10 @@ def dependency_conflict(ctx: Context) -> None:
                               "requires": c.requires, "have": c.have},
                     fix=f"install a version that satisfies {c.requires} (pip check reports "
                         "this; installing with --no-deps or a later pin broke it)",
-                    command=ctx.pip("install", c.requires),
+                    # a requirement starts with a name: anything else pip would take as
+                    # an option (--index-url=…), quoted or not
+                    command=ctx.pip("install", c.requires) if c.requires[:1].isalnum()
+                    else None,
                     severity="error" if core else None)  # catalog default: warning
 
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from envgen.doctor.findings import Finding
+from envgen.shellcmd import command
 
 __all__ = ["deepspeed_env_file", "not_forwarded"]
 
@@ -58,5 +59,14 @@ def not_forwarded(catalog, exported: Mapping[str, str], environ: Mapping[str, st
              "exported_prefixes": list(catalog.deepspeed_export_prefixes)},
             f"add `{var}={value}` to ~/{catalog.deepspeed_env_file} on the launching node (or "
             "set it in every node's shell profile)",
-            f"echo '{var}={value}' >> ~/{catalog.deepspeed_env_file}"))
+            _append(f"{var}={value}", catalog.deepspeed_env_file)))
     return out
+
+
+def _append(line: str, name: str) -> str | None:
+    """The command that adds ``line`` to ``~/NAME``, the line one quoted word (printf where
+    echo might read a backslash in it); None for a line no command can write as one line."""
+    if not line.isprintable():
+        return None
+    how = ("printf", "%s\\n") if "\\" in line else ("echo",)
+    return f"{command(*how, line)} >> ~/{name}"

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from envgen.doctor.findings import Finding
 from envgen.preflight.probe import SSH_PER_THREAD, SSH_THREADS, STEP_DEADLINE
 from envgen.preflight.remote import Outcome, Runner, program
+from envgen.shellcmd import ssh
 from envgen.workers import MISSING, run_all, threads_for
 
 __all__ = ["MasterCheck", "master_node", "port_taken", "reach"]
@@ -47,7 +48,7 @@ def port_taken(catalog, master: str, port: int, doc: dict) -> Finding | None:
         f"stop what holds port {port} on {master} (a rank of an earlier job still running?), "
         "or pick a free port: MASTER_PORT=<port> (DeepSpeed: --master_port, torchrun: "
         "--master-port)",
-        f"ssh {master} ss -ltnp 'sport = :{port}'")
+        ssh(master, "ss", "-ltnp", "sport", "=", f":{port}"))
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,7 @@ def reach(catalog, master_runner: Runner, runners: list[Runner], *, master_addr:
             "node-lost", f"the master {master_runner.node} stopped answering: the listener on "
             f"port {port} did not start within {timeout:.0f} s",
             {"node": master_runner.node, "stderr": ended.stderr[-500:]},
-            f"check that {master_runner.node} is up (`ssh {master_runner.node} true`) and "
+            f"check that {master_runner.node} is up (`{ssh(master_runner.node, 'true')}`) and "
             "run the preflight again", None),), (master_runner.node,), False)
 
     def one(runner: Runner):
@@ -108,7 +109,7 @@ def reach(catalog, master_runner: Runner, runners: list[Runner], *, master_addr:
             out.append(catalog.finding(
                 "node-lost", f"{runner.node} stopped answering during the master check ({why})",
                 {"node": runner.node, "stderr": outcome.stderr[-500:]},
-                f"check {runner.node} (`ssh {runner.node} true`); the other nodes were still "
+                f"check {runner.node} (`{ssh(runner.node, 'true')}`); the other nodes were still "
                 "checked", None))
             continue
         if doc.get("ok"):
@@ -130,13 +131,13 @@ def _connect_finding(catalog, node: str, doc: dict, master_addr: str, port: int,
             f"{node}: from {source} (the address its *_SOCKET_IFNAME selects) "
             f"{master_addr}:{port} cannot be reached: {error}",
             evidence, "set *_SOCKET_IFNAME to an interface on the network the master is on",
-            f"ssh {node} ip route get {doc.get('address') or master_addr}")
+            ssh(node, "ip", "route", "get", doc.get("address") or master_addr))
     if kind_of in ("resolve", "unreachable"):
         return catalog.finding(
             "master-unreachable", f"{node} cannot reach the master {master_addr}: {error}",
             evidence, f"make {master_addr} resolvable and routable from {node}, or set "
             "MASTER_ADDR to the master's address on the network all nodes share",
-            f"ssh {node} getent hosts {master_addr}")
+            ssh(node, "getent", "hosts", master_addr))
     blocked = "dropped (no answer: a firewall drops it)" if kind_of == "timeout" else \
         "refused although a listener was running (a firewall rejects it)" \
         if kind_of == "refused" else error

@@ -11,6 +11,7 @@ import ipaddress
 import socket
 
 from envgen.doctor.findings import Finding
+from envgen.shellcmd import command, ssh
 
 __all__ = ["from_here", "from_nodes", "is_loopback", "resolve_here"]
 
@@ -86,8 +87,9 @@ def from_here(catalog, resolved: dict[str, tuple[list[str], str | None]], launch
             f"node: {error}",
             {"host": name, "node": launcher, "error": error},
             f"fix the name (a typo in the hostfile or --hosts?) or make it resolvable on every "
-            f"node: add it to DNS or to /etc/hosts everywhere; check with `getent hosts {name}`",
-            f"getent hosts {name}"))
+            f"node: add it to DNS or to /etc/hosts everywhere; check with "
+            f"`{command('getent', 'hosts', name)}`",
+            command("getent", "hosts", name)))
     return out
 
 
@@ -111,7 +113,7 @@ def from_nodes(catalog, facts: dict[str, dict], names: list[str], *, multi_node:
                 {"host": name, "node": node, "error": error},
                 f"make {name} resolvable on {node} (DNS search domain, /etc/hosts); the "
                 "launcher and the ranks on every node look it up",
-                f"ssh {node} getent hosts {name}"))
+                ssh(node, "getent", "hosts", name)))
         firsts = {node: _first_remote(addrs) for node, addrs in seen.items()}
         distinct = {a for a in firsts.values() if a is not None}
         if len(distinct) > 1:

@@ -15,6 +15,7 @@ matrix/curated/preflight.toml ``[ifname]``.
 from __future__ import annotations
 
 from envgen.doctor.findings import Finding
+from envgen.shellcmd import ssh
 
 __all__ = ["IFNAME_VARS", "effective_env", "interfaces", "matching", "settings"]
 
@@ -89,7 +90,7 @@ def settings(catalog, facts: dict[str, dict], forwarded: dict[str, str], *, mode
                  "interfaces": {n: a for n, a in ifaces.items()}},
                 f"set {var} to the interface the nodes share (on {node}: "
                 f"{_suggest(ifaces)}); names must exist on every node — check with `ip -br addr`",
-                f"ssh {node} ip -br addr"))
+                ssh(node, "ip", "-br", "addr")))
         for name in catalog.nccl_settings:
             if name in env and name not in IFNAME_VARS:
                 knobs.setdefault(name, {})[node] = env[name]

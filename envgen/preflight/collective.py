@@ -120,7 +120,9 @@ def _last_line(text: str) -> str:
 
 def _step_text(event: dict[str, Any], master: str) -> str:
     step = event.get("step")
-    return STEPS.get(step, step or "").format(master=master or "the master address")
+    if not isinstance(step, str) or step not in STEPS:  # one envgen does not know: as is
+        return str(step or "")
+    return STEPS[step].format(master=master or "the master address")
 
 
 def _ranks_text(ranks: Sequence[tuple[int, str]]) -> str:

@@ -21,6 +21,9 @@ MAX_NODES = 65536
 _HOSTLIST_SEPARATORS = "\t, \n\r"  # Slurm's hostlist_create(): "\t, \n" (src/common/hostlist.c)
 _NAME_CHARS = re.compile(r"[^A-Za-z0-9._:\-\[\],]")
 _PART = re.compile(r"([^\[\]]+)|\[([^\[\]]*)\]")
+_HOST = re.compile(r"[A-Za-z0-9_:][A-Za-z0-9._:\-]{0,254}")  # one name, as a range expands
+_HOST_HINT = ("a host name has letters, digits and . - _ (an IPv6 address :); it does not start "
+              "with - or .")
 _RANGE = re.compile(r"(\d+)(?:-(\d+))?")
 
 
@@ -44,6 +47,7 @@ def expand_nodelist(expr: str, where: str) -> list[str]:
     first_in: dict[str, int] = {}
     for index, item in enumerate(items):
         for name in _expand_item(item, where):
+            host_name(name, where)
             if name in first_in:
                 first = first_in[name]
                 said = (f"in {item!r}" if first == index
@@ -57,6 +61,19 @@ def expand_nodelist(expr: str, where: str) -> list[str]:
         if len(names) > MAX_NODES:
             raise _too_many(expr, len(names), where)
     return names
+
+
+def host_name(name: str, where: str, source: str | None = None) -> str:
+    """``name`` when it is one host name as ``--hosts`` accepts it (letters, digits, ``. - _
+    :``, not starting with ``-`` or ``.``), else a UsageError naming ``where`` (an option, a
+    variable, ``FILE line N``) and the name with its control characters escaped. A name that
+    passes is never an option to ssh and never shell code."""
+    if _HOST.fullmatch(name):
+        return name
+    from envgen.validate import describe
+
+    raise UsageError(f"{where}: {describe(name)} is not a host name", hint=_HOST_HINT,
+                     source=source or where)
 
 
 def _split_hostlist(expr: str) -> list[str]:

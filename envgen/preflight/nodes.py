@@ -53,7 +53,12 @@ from pathlib import Path
 from typing import Any
 
 from envgen.errors import UsageError
-from envgen.preflight.hostlist import MAX_NODES, expand_nodelist, slurm_tasks_per_node
+from envgen.preflight.hostlist import (
+    MAX_NODES,
+    expand_nodelist,
+    host_name,
+    slurm_tasks_per_node,
+)
 
 __all__ = ["DEFAULT_MASTER_PORT", "LAUNCHER_VARS", "MAX_NODES", "SLURM_VARS", "Job", "Node",
            "expand_nodelist", "job_from", "parse_hostfile", "parse_hosts", "read_hostfile",
@@ -148,6 +153,9 @@ def parse_hostfile(text: str, where: str) -> tuple[Node, ...]:
             raise UsageError(f"{where} line {number}: {line!r} is not `HOST slots=N`",
                              hint=_hostfile_hint(line), source=where_line)
         host, value, rest = m.group(1), m.group(2), m.group(3)
+        # the name goes to ssh and into the commands the findings print: a name as --hosts
+        # takes it (DeepSpeed takes any \S+, `$(touch x)` and escape sequences included)
+        host_name(host, f"{where} line {number}", where_line)
         value, hash_, after = value.partition("#")
         rest = f"{hash_}{after}{rest}".strip()
         if not re.fullmatch(r"\d+", value):
@@ -188,7 +196,9 @@ def parse_hostfile(text: str, where: str) -> tuple[Node, ...]:
 
 
 def _hostfile_hint(line: str) -> str:
-    words = line.split()
+    from envgen.validate import shown
+
+    words = [shown(w) for w in line.split()]  # the line as the user wrote it, escaped
     if len(words) == 1 and "slots=" in words[0]:
         return "put a space between the host and slots=: `HOST slots=N`"
     if len(words) == 1:
@@ -281,7 +291,9 @@ def job_from(*, hostfile: Path | str | None = None, hosts: str | None = None,
     elif (var := _slurm_list_var(slurm)) is not None:
         nodes, source = _slurm_nodes(slurm, var), f"slurm ({var})"
     elif "MASTER_ADDR" in env:
-        nodes = (Node(_checked_addr(env["MASTER_ADDR"], "MASTER_ADDR")),)
+        # the job's only known node, which ssh connects to: a host name, as --hosts takes it
+        nodes = (Node(host_name(_checked_addr(env["MASTER_ADDR"], "MASTER_ADDR"),
+                                "MASTER_ADDR")),)
         source = "launcher variables"
     else:
         raise UsageError("no nodes given",
@@ -300,8 +312,13 @@ def job_from(*, hostfile: Path | str | None = None, hosts: str | None = None,
 
 
 def _checked_addr(value: str, where: str) -> str:
-    text = value.strip()
-    if not text or any(c.isspace() for c in text):
+    """The rendezvous address as given; it may still be a name nothing resolves (the checks
+    say so, and the commands they print quote it), but never spaces, control characters or a
+    leading ``-`` (an option to the programs it is passed to)."""
+    from envgen.validate import text as one_line
+
+    text = one_line(value, where, where, allow_empty=True).strip()
+    if not text or any(c.isspace() for c in text) or text.startswith("-"):
         raise UsageError(f"{where}={value!r}: not a host name or address",
                          hint="give the host name or IP address of the node that runs rank 0 "
                          f"(or unset {where} to use the first node)", source=where)

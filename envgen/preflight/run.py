@@ -113,32 +113,36 @@ def _runners(nodes: list[str], options: Options) -> dict[str, Runner]:
 
 
 def _reply_finding(catalog, reply: Reply, step: str, options: Options) -> Finding:
+    from envgen.shellcmd import command, ssh  # every word quoted for the shell
+
     node, kind, detail = reply.node, reply.problem or "ssh-failed", reply.detail
-    how = f"`ssh -o BatchMode=yes {node} true`"
+    check = ssh(node, "true", options=("-o", "BatchMode=yes"))
+    how = f"`{check}`"
     fixes = {
         "ssh-auth-failed": f"install the launching node's public key on {node}: "
-        f"`ssh-copy-id {node}` (passwordless SSH is what DeepSpeed's and MPI launchers use)",
+        f"`{command('ssh-copy-id', node)}` (passwordless SSH is what DeepSpeed's and MPI "
+        "launchers use)",
         "ssh-host-key": f"verify {node}'s host key and add it to ~/.ssh/known_hosts "
-        f"(`ssh-keyscan {node} >> ~/.ssh/known_hosts` once you trust it; a changed key: "
-        f"`ssh-keygen -R {node}` first)",
+        f"(`{command('ssh-keyscan', node)} >> ~/.ssh/known_hosts` once you trust it; a "
+        f"changed key: `{command('ssh-keygen', '-R', node)}` first)",
         "ssh-unreachable": f"{node} is down or unreachable (check it is up, its network, and "
         "that sshd listens); it was left out of the later checks",
         "ssh-refused": f"start sshd on {node} (or give its port with --ssh-option -p PORT)",
         "host-unresolved": f"make {node} resolvable on the launching node",
         "python-missing": f"install the job's environment at the same path on {node} (the "
         f"launchers start {options.python} there), or give the path with --python",
-        "node-lost": f"check {node} (`ssh {node} true`) and run the preflight again; the other "
-        "nodes were still checked",
+        "node-lost": f"check {node} (`{ssh(node, 'true')}`) and run the preflight again; the "
+        "other nodes were still checked",
     }
     if options.local:
-        how = f"`{options.python} -V`"
+        how = f"`{command(options.python, '-V')}`"
     verb = "did not answer" if step == "facts" else "stopped answering"
     return catalog.finding(
         kind, f"{node} {verb} ({step}): {detail}",
         {"node": node, "step": step, "detail": detail, "exit_code": reply.outcome.rc,
          "seconds": round(reply.outcome.seconds, 1)},
         fixes.get(kind, f"run {how} by hand on the launching node and fix what it says"),
-        None if options.local else f"ssh -o BatchMode=yes {node} true")
+        None if options.local else check)
 
 
 def _snapshot(doc: dict, facts: dict | None) -> Any:

@@ -248,7 +248,7 @@ def test_a_variable_deepspeeds_runner_drops_is_named(catalog, tmp_path):
     found = checks_launcher.not_forwarded(catalog, exported, {}, cwd=tmp_path, home=tmp_path)
     assert [f.evidence["variable"] for f in found] == ["GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME"]
     assert all(f.kind == "env-not-forwarded" and f.severity == "warning" for f in found)
-    assert found[0].command == "echo 'GLOO_SOCKET_IFNAME=eth1' >> ~/.deepspeed_env"
+    assert found[0].command == "echo GLOO_SOCKET_IFNAME=eth1 >> ~/.deepspeed_env"
     assert "NCCL*" in found[0].summary  # what it does export, from the catalog
 
 
