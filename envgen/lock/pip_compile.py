@@ -307,7 +307,7 @@ def compile_pip_lock(requirements: tuple[str, ...], *, python_version: str,
             cons = Path(tmp) / "constraints.txt"
             cons.write_text("".join(f"{c}\n" for c in constraints), encoding="utf-8")
 
-        def run(platform: str) -> subprocess.CompletedProcess:
+        def compile_for(platform: str) -> subprocess.CompletedProcess:
             cmd = compile_command(req_in, out, python_version=python_version,
                                   python_platform=platform, index_url=index_url,
                                   extra_index_urls=extra_index_urls, cache_dir=cache_dir,
@@ -321,7 +321,7 @@ def compile_pip_lock(requirements: tuple[str, ...], *, python_version: str,
                                  TOOL_TIMEOUT_VAR, hint="a slow or unreachable index makes it "
                                  "wait: check --index-url, or use a nearer mirror") from None
 
-        proc = run(python_platform)
+        proc = compile_for(python_platform)
         if proc.returncode != 0 and f"'{python_platform}' for '--python-platform" in proc.stderr:
             # a glibc newer than this uv's tags: uv lists the ones it knows
             listed = proc.stderr.partition("possible values:")[2]
@@ -330,7 +330,7 @@ def compile_pip_lock(requirements: tuple[str, ...], *, python_version: str,
             if platform != python_platform:
                 progress(f"  uv knows manylinux tags up to {platform}; resolving for it (a "
                          f"{python_platform} machine runs those wheels)")
-                proc = run(platform)
+                proc = compile_for(platform)
         if proc.returncode != 0:
             raise _failure(proc.stderr, [index_url, *extra_index_urls], offline)
         text = out.read_text(encoding="utf-8")
