@@ -131,16 +131,17 @@ def _generated(request: DoctorRequest) -> dict[str, str]:
     import datetime
 
     from envgen import __version__
+    from envgen.shellcmd import command  # each path and name one quoted word
 
     if request.report is not None:
-        how = f"envgen doctor --report {request.report} --save {request.save}"
+        how = ["--report", request.report]
     elif request.snapshot is not None:
-        how = f"envgen doctor --snapshot {request.snapshot} --save {request.save}"
+        how = ["--snapshot", request.snapshot]
     else:
-        how = " ".join(["envgen doctor", *(["--python", request.python] if request.python
-                                            else []),
-                        *(f"--op {op}" for op in request.ops), f"--save {request.save}"])
-    return {"command": how, "envgen": __version__,
+        how = [*(["--python", request.python] if request.python else []),
+               *(word for op in request.ops for word in ("--op", op))]
+    return {"command": command("envgen", "doctor", *how, "--save", request.save),
+            "envgen": __version__,
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 

@@ -47,9 +47,12 @@ for more nodes); each remote step at most its limit per node and twice that on a
 together (up to 128 at a time); SIGTERM or Ctrl-C ends the preflight within 2 s at any point
 (exit 143 / 130), killing every ssh it started; the programs on the nodes end with it.
 
+Every command printed has each value quoted for the shell (for the node's shell too, over
+ssh); every value from a file or a node is shown with its control characters escaped.
+
 exit codes: 0 no error finding, 1 at least one error finding, 2 usage error (an unreadable
-hostfile or a syntax error in it, with the line; no nodes; duplicate hosts; an interface no
-node has), 4 this machine cannot run the checks.
+hostfile or a syntax error in it, with the line; a host that is not a host name; no nodes;
+duplicate hosts; an interface no node has), 4 this machine cannot run the checks.
 """
 
 _MARK = {"error": "✗", "warning": "!", "info": "·"}
