@@ -212,3 +212,21 @@ def test_snapshot_honest_extension_is_removed(cli, mx, tmp_path):
     commands = {f["evidence"]["path"]: f["command"] for f in json.loads(r.out)["findings"]
                 if f["kind"] == "stale_extension_cache"}
     assert commands == {good: f"rm -rf {good}", spaced: "rm -rf '/scratch/my ext/cpu_adam'"}
+
+
+@fault("Q11", "a snapshot's `pip check` line whose requirement is a pip option: no command",
+       exit=1)
+def test_snapshot_requirement_that_is_an_option(cli, mx, tmp_path):
+    doc = {"schema": 1, "torch": "2.4.0+cu121", "python": "3.11.9",
+           "conflicts": [{"package": "deepspeed", "version": "0.14.0",
+                          "requires": "--index-url=https://evil.example/simple torch"},
+                         {"package": "deepspeed", "version": "0.14.0",
+                          "requires": "ninja>=1.11", "have": None}]}
+    snap = tmp_path / "snapshot.json"
+    snap.write_text(json.dumps(doc))
+    r = cli("doctor", *mx, "--snapshot", snap, "--json")
+    assert r.code == 1
+    commands = {f["evidence"]["requires"]: f["command"] for f in json.loads(r.out)["findings"]
+                if f["kind"] == "dependency_conflict"}
+    assert commands["--index-url=https://evil.example/simple torch"] is None
+    assert commands["ninja>=1.11"].endswith("-m pip install 'ninja>=1.11'")
