@@ -299,10 +299,11 @@ def drift(request: DriftRequest, *, matrix: Matrix | None = None,
           progress: Progress = quiet) -> DriftResult:
     from envgen.lock.files import PIP_LOCK
     from envgen.lock.install import checked_lock
+    from envgen.userfile import read_text
 
     matrix = matrix or Matrix.locate()
     manifest = checked_lock(request.lock_dir)  # as install checks it
-    pins = pinned_files((Path(request.lock_dir) / PIP_LOCK).read_text(encoding="utf-8"))
+    pins = pinned_files(read_text(Path(request.lock_dir) / PIP_LOCK, "lock"))
     indexes = [manifest.pip.index_url, *manifest.pip.extra_index_urls]
     clients = _clients(request)
     findings, locked = _pin_findings(pins, indexes, request, clients, progress)

@@ -23,6 +23,7 @@ from envgen.facts.matrix import Matrix
 from envgen.lock.plan import LockOptions
 from envgen.resolve import Combination, Request
 from envgen.shellcmd import command
+from envgen.userfile import read_text
 
 CHANGEABLE = ("framework_version", "torch", "cuda", "python", "os", "gpu")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.M)
@@ -214,7 +215,7 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
     if request.solve:
         progress(f"locking {new.id} to compare the packages (nothing is installed)")
         result = lock(facts, new, options, matrix.index_urls(), progress)
-        text = (request.lock_dir / "requirements.lock.txt").read_text(encoding="utf-8")
+        text = read_text(request.lock_dir / "requirements.lock.txt", "lock")
         pip = _diff(dict(_PIN.findall(text)), {p.name: p.version for p in result.pip})
         if manifest.conda is not None or result.conda:
             old_conda = {p["name"]: p["version"] for p in

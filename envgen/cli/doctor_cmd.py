@@ -4,7 +4,6 @@ print the findings, worst first, each with its fix."""
 from __future__ import annotations
 
 import argparse
-import sys
 import textwrap
 
 from envgen import validate
@@ -71,7 +70,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     text = None
     if args.report == "-":
-        text = sys.stdin.read()
+        from envgen.userfile import read_stdin
+
+        text = read_stdin("report").decode("utf-8", "replace")
     req = DoctorRequest(
         python=args.python,
         snapshot=validate.path(args.snapshot, "--snapshot", "--snapshot") if args.snapshot

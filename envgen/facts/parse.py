@@ -12,6 +12,7 @@ both is turned into ``Facts``.
 
 from __future__ import annotations
 
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +46,7 @@ from envgen.facts.release_read import (
     torch_headers,
 )
 from envgen.schemas.check import SchemaError, where
-from envgen.userfile import loads_json, read_bytes, read_text
+from envgen.userfile import read_bytes, read_text
 from envgen.versions import parse_spec, parse_version
 
 if sys.version_info >= (3, 11):
@@ -145,7 +146,7 @@ def _read_toml(path: Path, label: str, problems: _Problems) -> dict[str, Any] | 
     except RecursionError:
         problems.at(label, (), "not valid TOML: nested too deeply")
     except UsageError as exc:  # not a regular file, or too large
-        problems.at(label, (), exc.message)
+        problems.at(label, (), f"cannot be read: {exc.message}")
     except OSError as exc:
         problems.at(label, (), f"cannot be read: {exc.strerror or exc}")
     return None
@@ -153,15 +154,15 @@ def _read_toml(path: Path, label: str, problems: _Problems) -> dict[str, Any] | 
 
 def _read_json(path: Path, label: str, key: str, problems: _Problems) -> dict[str, Any] | None:
     try:
-        data = loads_json(read_bytes(path, "matrix"), str(path), "matrix")
+        data = json.loads(read_bytes(path, "matrix"))
     except FileNotFoundError:
         problems.at(label, (), f"file is missing (create it with `{REGENERATE}`)")
         return None
     except ValueError as exc:  # bad JSON, or bytes that are not UTF-8
         problems.at(label, (), f"not valid JSON: {exc}")
         return None
-    except UsageError as exc:  # not a regular file, too large, nested too deeply
-        problems.at(label, (), exc.message)
+    except UsageError as exc:  # not a regular file, or too large
+        problems.at(label, (), f"cannot be read: {exc.message}")
         return None
     except OSError as exc:
         problems.at(label, (), f"cannot be read: {exc.strerror or exc}")

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from envgen.doctor.findings import Finding
+from envgen.errors import UsageError
 from envgen.shellcmd import command
+from envgen.userfile import read_text
 
 __all__ = ["deepspeed_env_file", "not_forwarded"]
 
@@ -31,8 +33,8 @@ def deepspeed_env_file(catalog, environ: Mapping[str, str], cwd: Path,
     names: set[str] = set()
     for path in paths:
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            text = read_text(path, "launcher", errors="replace")
+        except (OSError, UsageError):  # absent, unreadable, not a file or too large: not read
             continue
         found.append(path)
         names |= {line.split("=", 1)[0].strip() for line in text.splitlines()

@@ -59,6 +59,7 @@ from envgen.preflight.hostlist import (
     host_name,
     slurm_tasks_per_node,
 )
+from envgen.userfile import read_text
 
 __all__ = ["DEFAULT_MASTER_PORT", "LAUNCHER_VARS", "MAX_NODES", "SLURM_VARS", "Job", "Node",
            "expand_nodelist", "job_from", "parse_hostfile", "parse_hosts", "read_hostfile",
@@ -215,7 +216,7 @@ def read_hostfile(path: Path) -> tuple[Node, ...]:
     file's nodes, and checking this node alone would pass a job that then runs alone."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8-sig")
+        text = read_text(path, "hostfile", encoding="utf-8-sig", shown=f"--hostfile {path}")
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise UsageError(f"--hostfile {path}: cannot read it: {reason}",

@@ -145,7 +145,7 @@ def _reply_finding(catalog, reply: Reply, step: str, options: Options) -> Findin
         None if options.local else check)
 
 
-def _snapshot(doc: dict, facts: dict | None) -> Any:
+def _snapshot(doc: dict, facts: dict | None, node: str) -> Any:
     from envgen.doctor.collect import parse_nvidia_smi
     from envgen.doctor.snapshot import Snapshot
 
@@ -157,7 +157,7 @@ def _snapshot(doc: dict, facts: dict | None) -> Any:
             doc.update(driver=driver, gpus=gpus)
     elif facts is not None and not smi.get("path") and not facts.get("dev_nvidia"):
         doc.update(driver=None, gpus=[])
-    return Snapshot.from_dict(doc, source="a node's snapshot")
+    return Snapshot.from_dict(doc, source=f"the snapshot {node} sent")
 
 
 def preflight(job: Job, options: Options, catalog, facts_db=None, *, doctor_catalog=None,
@@ -251,10 +251,20 @@ def preflight(job: Job, options: Options, catalog, facts_db=None, *, doctor_cata
     for n, reply in snap_replies.items():
         if reply.ok:
             try:
-                snaps[n] = _snapshot(reply.doc, facts.get(n))
+                snaps[n] = _snapshot(reply.doc, facts.get(n), n)
                 continue
-            except UsageError as exc:
-                reply = Reply(n, None, reply.outcome, "node-env-unknown", str(exc))
+            except UsageError as exc:  # an answer that breaks the collector's schema
+                from envgen.shellcmd import command
+
+                status[n], problem[n] = "invalid env", "node-snapshot-invalid"
+                findings.append(catalog.finding(
+                    "node-snapshot-invalid",
+                    exc.message, {"node": n, "detail": exc.message},
+                    f"run `{command(options.python, '-c', 'import sys; print(sys.version)')}` "
+                    f"on {n} and check that it is the job's Python (a wrapper or a site "
+                    "hook that prints to stdout corrupts the answer); the node was not "
+                    "compared", None))
+                continue
         lost = reply.problem in ("ssh-unreachable", "node-lost", "ssh-failed") and \
             (reply.outcome.timed_out or reply.outcome.rc == 255)
         kind = "node-lost" if lost else "node-env-unknown"
