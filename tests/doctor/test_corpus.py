@@ -1,0 +1,88 @@
+"""The corpus of real bug reports (tests/doctor/corpus): well formed, every report runs
+through `envgen doctor --report` without an internal error and in time, and the dev set's
+named count does not drop below the recorded baseline (a ratchet). No network."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+import tomllib
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS_DIR = ROOT / "tests" / "doctor" / "corpus"
+DOCTOR_TOML = ROOT / "matrix" / "curated" / "doctor.toml"
+URL = re.compile(r"^https://github\.com/[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+/(issues|pull)/\d+$")
+
+
+def _scorer():
+    path = ROOT / "benchmarks" / "doctor_corpus.py"
+    spec = importlib.util.spec_from_file_location("doctor_corpus", path)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("doctor_corpus", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+scorer = _scorer()
+CORPUS = scorer.load_corpus()
+REPORTS = CORPUS["report"]
+
+
+@cache
+def results() -> dict[str, dict]:
+    return {r["file"]: r for r in scorer.score(REPORTS)}
+
+
+def test_corpus_is_well_formed() -> None:
+    with DOCTOR_TOML.open("rb") as fh:
+        kinds = {k["id"] for k in tomllib.load(fh)["kind"]}
+    files = [r["file"] for r in REPORTS]
+    assert len(files) == len(set(files)), "a file is listed twice"
+    urls = [r["url"] for r in REPORTS]
+    assert len(urls) == len(set(urls)), "a thread is listed twice"
+    on_disk = {p.name for p in (CORPUS_DIR / "reports").iterdir()}
+    assert on_disk == set(files), f"unlisted or missing: {on_disk ^ set(files)}"
+    for r in REPORTS:
+        assert URL.match(r["url"]), r["url"]
+        assert r["repository"] and r["title"] and r["root_cause"], r["file"]
+        assert isinstance(r["expected"], list) and set(r["expected"]) <= kinds, r["file"]
+        assert set(r.get("also_true", [])) <= kinds, r["file"]
+        if not r["expected"]:
+            assert r.get("class"), f"{r['file']}: expected = [] needs a class"
+        assert isinstance(r.get("good", False), bool)
+        if r.get("good"):
+            assert not r["expected"], f"{r['file']}: a good report names no cause"
+        assert r["set"] == scorer.expected_set(r["url"]), f"{r['file']}: set not by the stated rule"
+        text = (CORPUS_DIR / "reports" / r["file"]).read_text(encoding="utf-8")
+        assert text.strip(), r["file"]
+    if len(REPORTS) >= 75:
+        assert sum(r["set"] == "frozen" for r in REPORTS) >= 30
+
+
+def test_baseline_is_recorded() -> None:
+    base = CORPUS["baseline"]
+    assert re.match(r"^\d{4}-\d{2}-\d{2}$", str(base["date"]))
+    for key in ("dev_named", "dev_reports", "frozen_reports"):
+        assert isinstance(base[key], int)
+
+
+@pytest.mark.parametrize("file", [r["file"] for r in REPORTS])
+def test_report_runs_cleanly_and_fast(file: str) -> None:
+    r = results()[file]
+    assert not r["crash"], f"{file}: internal error or traceback"
+    assert r["rc"] in (0, 1, 2), f"{file}: exit status {r['rc']}"
+    assert r["seconds"] < 2.0, f"{file}: took {r['seconds']:.2f} s"
+
+
+def test_dev_named_ratchet() -> None:
+    dev = [results()[r["file"]] for r in REPORTS if r["set"] == "dev"]
+    named = sum(r["outcome"] == "named" for r in dev)
+    assert named >= CORPUS["baseline"]["dev_named"], (
+        f"dev named {named} < baseline {CORPUS['baseline']['dev_named']}"
+    )
