@@ -64,9 +64,8 @@ def test_the_pip_step_runs_uv_once_against_the_index(wheel_index, tmp_path, monk
     _, url = wheel_index
     monkeypatch.setattr(pip_compile, "uv_platforms", lambda: pytest.fail("uv --help was run"))
     runs = []
-    real = pip_compile.subprocess.run
-    monkeypatch.setattr(pip_compile.subprocess, "run",
-                        lambda cmd, **kw: runs.append(cmd) or real(cmd, **kw))
+    real = pip_compile.run  # envgen.proc.run: every program envgen starts goes through it
+    monkeypatch.setattr(pip_compile, "run", lambda cmd, **kw: runs.append(cmd) or real(cmd, **kw))
     found = compile_pip(("deepspeed==0.18.2", "torch==2.9.0"), python_version=HOST,
                         python_platform="x86_64-manylinux_2_28", index_url=url,
                         extra_index_urls=(), cache_dir=tmp_path / "cache")
