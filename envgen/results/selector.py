@@ -35,6 +35,7 @@ from envgen.errors import DataError
 from envgen.record import replace
 from envgen.results.table import HEADER, PLATFORM, Row, Table, site_link
 from envgen.results.tiers import LABELS, MEANINGS, TIERS
+from envgen.shellcmd import command
 
 TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
@@ -63,8 +64,9 @@ def make_command(framework: str, framework_version: str, torch: str, cuda: str, 
                  os_id: str) -> str:
     """The ``envgen make`` command that pins one combination (``envgen resolve`` with the same
     flags gives it as the best); the page's script builds the same string (docs/js)."""
-    return (f"envgen make --framework {framework} --framework-version {framework_version} "
-            f"--torch {torch} --cuda {cuda} --python {python} --os {os_id}")
+    return command("envgen", "make", "--framework", framework, "--framework-version",
+                   framework_version, "--torch", torch, "--cuda", cuda, "--python", python,
+                   "--os", os_id)  # each word quoted (matrix values are safe words: bare)
 
 
 def _minor(version: str) -> str:
@@ -280,7 +282,7 @@ def explanations(facts: Facts, doc: dict[str, Any], *,
                     "example": r.example} for r in why.removed]
         out[f"{a}={va}&{b}={vb}"] = {
             "none": list(why.empty), "reasons": reasons,
-            "command": f"envgen resolve {_FLAG[a]} {va} {_FLAG[b]} {vb}"}
+            "command": command("envgen", "resolve", _FLAG[a], va, _FLAG[b], vb)}
     return out
 
 
