@@ -39,6 +39,7 @@ import http.server
 import os
 import re
 import secrets
+import sys
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -188,6 +189,14 @@ class _Server(http.server.ThreadingHTTPServer):
             super().process_request_thread(request, client_address)
         finally:
             self.slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away mid-answer (ccache killed with its build, a connection cut
+        before a 507) is not the store's error: no traceback on the build's terminal. Anything
+        else is reported as socketserver does."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 @dataclass(frozen=True)

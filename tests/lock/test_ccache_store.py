@@ -152,3 +152,21 @@ def test_the_gateway_is_the_listed_one_else_the_subnets_first_address():
     assert ipam_gateway([{"Subnet": "fd00::/64"}]) is None
     assert ipam_gateway([]) is None and ipam_gateway([{"Subnet": "not a subnet"}]) is None
 
+
+
+def test_a_client_that_went_away_is_not_reported_but_a_bug_is(tmp_path, capsys):
+    server = ccache_store._Server(("127.0.0.1", 0), tmp_path, "t" * 32)
+    try:
+        for gone in (BrokenPipeError(), ConnectionResetError()):
+            try:
+                raise gone
+            except ConnectionError:
+                server.handle_error(None, ("127.0.0.1", 1))
+        assert capsys.readouterr().err == ""
+        try:
+            raise ValueError("a bug in the store")
+        except ValueError:
+            server.handle_error(None, ("127.0.0.1", 1))
+        assert "a bug in the store" in capsys.readouterr().err
+    finally:
+        server.server_close()
