@@ -123,12 +123,14 @@ def render(result, *, explain: bool = False) -> str:
     counts = {s: sum(1 for f in d.findings if f.severity == s)
               for s in ("error", "warning", "info")}
     summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n)
-    out += ["", summary or "no problems found: nothing here breaks the builds or the launch "
-            "as far as the facts go"]
+    out += ["", d.verdict(summary)]
     wrap = textwrap.TextWrapper(width=100, subsequent_indent=" " * 11, break_long_words=False,
                                 break_on_hyphens=False)
     for f in d.findings:
         out += ["", f"{_MARK[f.severity]} {f.severity:<8} {f.kind}"]
+        if f.explains:
+            line = shown(f.explains)
+            out.append(wrap.fill(f"  {'explains':<8} \"{line}\""))
         out += [wrap.fill(f"  {'what':<8} {shown(f.summary)}"),
                 wrap.fill(f"  {'fix':<8} {shown(f.fix)}")]
         if f.command:
@@ -138,6 +140,10 @@ def render(result, *, explain: bool = False) -> str:
         if f.pattern:
             name = d.patterns.get(f.pattern, f.pattern)
             out.append(wrap.fill(f"  {'pattern':<8} {shown(name)}"))
+    if d.coverage:
+        out += ["", "coverage (outside envgen's data — not judged, not found fine):"]
+        for c in d.coverage:
+            out.append(wrap.fill(shown(f"  ~ {c.note}")))
     if d.needs:
         out += ["", "needs (facts a rule needs that the input lacks — run these and judge "
                     "again):"]

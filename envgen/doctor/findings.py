@@ -1,5 +1,5 @@
 """What the doctor says of an environment: findings (worst first), the facts it still needs,
-and the snapshot it judged.
+the snapshot it judged, and what lies outside its data (``coverage``).
 
 A :class:`Finding` names its ``kind`` (matrix/curated/doctor.toml ``[[kind]]``), its severity,
 a one-line ``summary``, the facts it used (``evidence``), the ``fix`` in words, the ``command``
@@ -29,11 +29,15 @@ class Finding:
     command: str | None
     source: str
     pattern: str | None = None
+    explains: str | None = None  # the pasted error line this finding is the cause of
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "severity": self.severity, "summary": self.summary,
-                "evidence": dict(self.evidence), "fix": self.fix, "command": self.command,
-                "source": self.source, "pattern": self.pattern}
+        out = {"kind": self.kind, "severity": self.severity, "summary": self.summary,
+               "evidence": dict(self.evidence), "fix": self.fix, "command": self.command,
+               "source": self.source, "pattern": self.pattern}
+        if self.explains is not None:
+            out["explains"] = self.explains
+        return out
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,18 @@ class Need:
 
 
 @dataclass(frozen=True)
+class Coverage:
+    """A fact outside the range envgen's data covers: the rules that read it were not applied
+    (or only partly), so "no finding" about it means "not judged", not "fine"."""
+
+    fact: str
+    note: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"fact": self.fact, "note": self.note}
+
+
+@dataclass(frozen=True)
 class Diagnosis:
     """The doctor's verdict on one snapshot. ``findings`` are sorted worst first."""
 
@@ -56,6 +72,7 @@ class Diagnosis:
     judged: dict[str, tuple[str, ...]] = field(default_factory=dict)  # framework → releases
     origin: str = "live"  # "live", "snapshot FILE" or "report FILE"
     patterns: dict[str, str] = field(default_factory=dict)  # fix pattern id → its name
+    coverage: tuple[Coverage, ...] = ()  # facts outside what the data covers
 
     @property
     def errors(self) -> tuple[Finding, ...]:
@@ -66,19 +83,68 @@ class Diagnosis:
         """No error finding (the CLI's exit 0)."""
         return not self.errors
 
+    def verdict(self, counts: str = "") -> str:
+        """The one-line verdict: ``counts`` of the findings ("1 error, 2 warnings"), else "no
+        problems found" — never unqualified while some facts lie outside envgen's data."""
+        outside = len(self.coverage)
+        if outside:
+            things = (f"{outside} thing{'s' if outside != 1 else ''} outside its data "
+                      "(see coverage)")
+            return (f"{counts}; {things}" if counts else
+                    f"no problems found within what envgen can judge; {things}")
+        return counts or ("no problems found: nothing here breaks the builds or the launch as "
+                          "far as the facts go")
+
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "findings": [f.to_dict() for f in self.findings],
                 "needs": [n.to_dict() for n in self.needs], "snapshot": self.snapshot.to_dict(),
-                "judged": {k: list(v) for k, v in self.judged.items()}, "origin": self.origin}
+                "judged": {k: list(v) for k, v in self.judged.items()}, "origin": self.origin,
+                "coverage": [c.to_dict() for c in self.coverage],
+                "verdict": self.verdict(", ".join(
+                    f"{n} {s}{'s' if n != 1 else ''}" for s in SEVERITIES
+                    if (n := sum(f.severity == s for f in self.findings))))}
 
 
-def ordered(findings: list[Finding]) -> tuple[Finding, ...]:
-    """Worst first; within a severity, in the order the rules found them; no duplicates."""
+# error id (a report's ``errors``, see reports/errors.py) → the kinds that are its cause
+EXPLAINED_BY: dict[str, tuple[str, ...]] = {
+    "cuda_mismatch": ("cuda_major_mismatch", "cuda_minor_mismatch", "cuda_home_mismatch"),
+    "libaio_h": ("libaio_missing",),
+    "ninja": ("ninja_missing",),
+    "glibc": ("glibc_too_old",),
+    "glibcxx": ("libstdcxx_too_old",),
+    "cxx_std": ("cxx_standard_mismatch", "host_compiler_too_old"),
+    "thc": ("torch_api_removed",),
+    "aio_lib": ("linux_only_op",),
+    "shm": ("shm_too_small",),
+}
+# errors met when the program runs (import, launch), not when an op is compiled
+RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm"})
+# kinds that only break compiling ops (setup.py, JIT builds): after the run-time ones when the
+# pasted error is a run-time one
+BUILD_KINDS = frozenset({
+    "cuda_major_mismatch", "cuda_minor_mismatch", "cuda_home_mismatch", "nvcc_missing",
+    "host_compiler_too_new", "host_compiler_too_old", "cxx_standard_mismatch", "libaio_missing",
+    "ninja_missing", "torch_api_removed", "linux_only_op"})
+
+
+def ordered(findings: list[Finding], errors: dict[str, str] | None = None
+            ) -> tuple[Finding, ...]:
+    """The finding that explains a pasted error line (``errors``: error id → the line) first,
+    marked with it; then worst first, build-time kinds after run-time ones when the pasted
+    error is a run-time one; within that, in the order the rules found them; no duplicates."""
+    from dataclasses import replace
+
+    errors = errors or {}
     seen: set[tuple] = set()
     unique = []
     for f in findings:
         key = (f.kind, f.summary)
         if key not in seen:
             seen.add(key)
-            unique.append(f)
-    return tuple(sorted(unique, key=lambda f: SEVERITIES.index(f.severity)))
+            line = next((line for error, line in errors.items()
+                         if f.kind in EXPLAINED_BY.get(error, ())), None)
+            unique.append(replace(f, explains=line) if line and f.explains is None else f)
+    runtime = bool(RUNTIME_ERRORS & set(errors))
+    return tuple(sorted(unique, key=lambda f: (
+        f.explains is None, SEVERITIES.index(f.severity),
+        runtime and f.kind in BUILD_KINDS)))

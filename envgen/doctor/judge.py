@@ -65,7 +65,7 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
           frameworks: Iterable[str] = (), ops: Iterable[str] = (), python: str = "python",
           origin: str = "live", index_urls: dict[str, str] | None = None) -> Diagnosis:
     """Every rule over ``snapshot``; findings worst first, needs in the order rules asked."""
-    from envgen.doctor import rules_build, rules_cuda, rules_release
+    from envgen.doctor import coverage, rules_build, rules_cuda, rules_release, rules_system
 
     snapshot = complete(snapshot)
     names = frameworks_of(snapshot, frameworks)
@@ -83,13 +83,16 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
                      "check) were not applied",
                      "`envgen matrix update --write` (a newer release), or judge for a release "
                      "the matrix has")
-    for module in (rules_release, rules_cuda, rules_build):
+    for module in (rules_release, rules_cuda, rules_build, rules_system):
         for rule in module.RULES:
             rule(ctx)
+    notes = coverage.check(ctx)
     judged = {n: tuple(r.version for r in ctx.releases(n)) for n in judged_names}
-    return Diagnosis(snapshot=snapshot, findings=ordered(ctx.findings), needs=tuple(ctx.needs),
+    findings = ordered(ctx.findings, snapshot.errors or None)
+    return Diagnosis(snapshot=snapshot, findings=findings, needs=tuple(ctx.needs),
                      judged=judged, origin=origin,
-                     patterns={p.id: p.name for p in catalog.patterns.values()})
+                     patterns={p.id: p.name for p in catalog.patterns.values()},
+                     coverage=notes)
 
 
 __all__ = ["Context", "complete", "judge", "known", "major_minor", "public"]

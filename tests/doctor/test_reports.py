@@ -94,7 +94,8 @@ EXPECTED = {
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_real_report(name: str) -> None:
-    assert snapshot_of(name) == {"schema": 1, **EXPECTED[name]}
+    got = {k: v for k, v in snapshot_of(name).items() if k != "errors"}  # test_rules_corpus.py
+    assert got == {"schema": 1, **EXPECTED[name]}
 
 
 def test_every_fixture_is_tested_and_names_its_source() -> None:

@@ -83,7 +83,9 @@ def test_a_rank_that_never_starts_is_named_within_the_timeout(torch_python, tmp_
     stuck.chmod(0o755)
     runners = [LocalRunner("node0", torch_python), LocalRunner("node1", torch_python),
                LocalRunner("node2", str(stuck))]
-    timeout, grace = 8.0, 8.0
+    # ranks 0 and 1 import torch (the grace) and then wait for rank 2 themselves (the
+    # timeout): 8 s + 8 s was too short on a loaded machine (load 20 on 2 cores)
+    timeout, grace = 20.0, 30.0
     result = run_collective(runners, master_addr="127.0.0.1", master_port=free_port(),
                             backend="gloo", timeout=timeout, size_mb=1, iters=1, grace=grace)
     print(f"\nhang case: {result.seconds} s; {result.summary}")

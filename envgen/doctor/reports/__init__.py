@@ -44,7 +44,7 @@ _RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 
          "conda_list": 5, "issue_template": 6, "inline_pin": 7}
 _NVCC_RANK = {"ds_report": 0, "colossalai_check": 1, "error": 2, "collect_env": 3,
               "nvcc_version": 3}
-_DICTS = ("packages", "frameworks", "import_errors")
+_DICTS = ("packages", "frameworks", "import_errors", "errors")
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,17 @@ Input: the cleaned lines and the line numbers other parsers took. Output: the fa
   import_errors;
 - nvcc's "unsupported GNU version! gcc versions later than 11 are not supported" and torch's
   "We need GCC 9 or later" say the host gcc is outside a range, not its version: explain only.
+
+Every error line recognised is also kept as ``errors.<id>`` = the line as pasted, so the judge
+can rank the finding that explains it first and quote it: ``cuda_mismatch``, ``libaio_h``,
+``ninja`` (the host compiler lines stay explain only), and lines that state no other fact:
+- ``glibc``: the loader's "version `GLIBC_2.14' not found (required by …)";
+- ``glibcxx``: "version `GLIBCXX_3.4.29' not found" / "`CXXABI_1.3.13' not found" (libstdc++);
+- ``cxx_std``: torch's "#error C++17 or later compatible compiler is required to use PyTorch."
+  and "#error You need C++17 to compile PyTorch";
+- ``thc``: "THC/THCDeviceUtils.cuh: No such file or directory" (torch ≥ 1.11 has no THC);
+- ``aio_lib``: MSVC's "LNK1181 … aio.lib" / "cufile.lib" (DeepSpeed's Linux-only ops on Windows);
+- ``shm``: "exitcode: -7", "Bus error", "SIGBUS", DataLoader's "insufficient shared memory (shm)".
 """
 
 from __future__ import annotations
@@ -36,16 +47,32 @@ _UNDEFINED = re.compile(r"(?:ImportError|OSError): (\S+?\.(?:so|pyd)(?:\.\d+)*):
 _NO_MODULE = re.compile(r"^(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
 _GNU = re.compile(r"unsupported GNU version! gcc versions later than (\d+) are not supported")
 _OLD_GCC = re.compile(r"too old version of GCC\. We need GCC (\d+) or later")
+_Q = r"[`'‘’\"]?"
+_GLIBC = re.compile(rf"{_Q}GLIBC_(\d+(?:\.\d+)+){_Q}\s+not found", re.I)
+_GLIBCXX = re.compile(rf"{_Q}(GLIBCXX|CXXABI)_(\d+(?:\.\d+)+){_Q}\s+not found", re.I)
+_CXX_STD = re.compile(r"#error\s+(?:C\+\+(\d+) or later compatible compiler is required to use "
+                      r"(?:PyTorch|ATen)|You need C\+\+(\d+) to compile PyTorch)", re.I)
+_THC_H = r"THC/\w+\.(?:cuh|h)"
+_THC = re.compile(rf"{_Q}{_THC_H}{_Q}:?\s*No such file|missing\s+{_Q}{_THC_H}\b", re.I)
+_AIO_LIB = re.compile(r"\bLNK1181\b.*\b(?:aio|cufile)\.lib", re.I)
+_SHM = re.compile(r"(?:exit\s?code|return code|exit status)\s*[:=]?\s*-7\b|\bSIGBUS\b|\bBus error\b"
+                  r"|insufficient shared memory \(shm\)", re.I)
+# error id → the pattern of a line that states it and no snapshot fact besides
+_LINES = (("glibc", _GLIBC), ("glibcxx", _GLIBCXX), ("cxx_std", _CXX_STD), ("thc", _THC),
+          ("aio_lib", _AIO_LIB), ("shm", _SHM))
+_LONGEST = 300
 
 
 def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
     out: list[Extracted] = []
+    seen: set[str] = set()
     for i, line in enumerate(lines):
         if line.number in claimed:
             continue
         if line.text.endswith("undefined symbol:") and i + 1 < len(lines):
             line = replace(line, text=f"{line.text} {lines[i + 1].text}")  # a wrapped symbol
-        found = _one(line)
+        found = [e for e in _one(line) if e.fact not in seen]  # an error's first line only
+        seen.update(e.fact for e in found if e.fact.startswith("errors."))
         if found:
             claimed.add(line.number)
             out.extend(found)
@@ -53,6 +80,29 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
 
 
 def _one(line: Line) -> list[Extracted]:
+    found = _facts(line)
+    error = _error_id(line, found)
+    if error:
+        shown = line.source if len(line.source) <= _LONGEST else line.source[:_LONGEST - 1] + "…"
+        found.append(fact(line, f"errors.{error}", shown, FORMAT))
+    return found
+
+
+def _error_id(line: Line, found: list[Extracted]) -> str | None:
+    """The id of the error ``line`` states (see the module docstring), or None."""
+    facts = {e.fact for e in found}
+    if "torch_cuda" in facts:
+        return "cuda_mismatch"
+    if "libaio.headers" in facts:
+        return "libaio_h"
+    if "ninja" in facts:
+        return "ninja"
+    if found:
+        return None
+    return next((error for error, pattern in _LINES if pattern.search(line.text)), None)
+
+
+def _facts(line: Line) -> list[Extracted]:
     text = line.text
     cuda = _DS_CUDA.search(text) or _TORCH_CUDA.search(text)
     if cuda:

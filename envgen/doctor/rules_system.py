@@ -1,0 +1,138 @@
+"""Rules decided by a pasted error line (the snapshot's ``errors``, see reports/errors.py):
+the system's glibc or the loaded libstdc++ older than a binary needs, extension source that
+includes torch's removed THC headers, a container's small /dev/shm, and the link errors of
+DeepSpeed's Linux-only ops on Windows. Each fires only on its own error line, which decides
+it; the judge ranks it first and quotes the line (``explains``)."""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+from envgen.doctor.context import Context, known, public
+from envgen.versions import dotted_key
+
+_GLIBC = re.compile(r"GLIBC_(\d+(?:\.\d+)+)")
+_GLIBCXX = re.compile(r"(GLIBCXX|CXXABI)_(\d+(?:\.\d+)+)")
+_LOADED = re.compile(r"(\S*libstdc\+\+\.so[.\d]*)")
+_REQUIRED_BY = re.compile(r"\(required by ([^)]+)\)")
+_CONDA = re.compile(r"(?:ana|mini)conda\d*/|/miniforge\d*/|/mambaforge/|/envs/|/conda/")
+# GLIBCXX_3.4.N → the first GCC major whose libstdc++ has it (libstdc++ manual, ABI policy,
+# "Symbol versioning" history: GCC 5.1.0: GLIBCXX_3.4.21 … GCC 11.1.0: GLIBCXX_3.4.29,
+# GCC 12.1.0: GLIBCXX_3.4.30, GCC 13.1.0: GLIBCXX_3.4.31, GCC 13.2.0: 3.4.32, GCC 14.1.0: 3.4.33)
+_GLIBCXX_GCC = {21: 5, 22: 6, 23: 7, 24: 7, 25: 8, 26: 9, 27: 9, 28: 9, 29: 11, 30: 12,
+                31: 13, 32: 13, 33: 14}
+# CXXABI_1.3.N → GCC major (same table: GCC 5.1.0 CXXABI_1.3.9 … GCC 11.1.0 CXXABI_1.3.13,
+# GCC 13.1.0 CXXABI_1.3.14, GCC 14.1.0 CXXABI_1.3.15)
+_CXXABI_GCC = {9: 5, 10: 6, 11: 7, 12: 9, 13: 11, 14: 13, 15: 14}
+
+
+def _already(ctx: Context, kind: str) -> bool:
+    return any(f.kind == kind for f in ctx.findings)
+
+
+def glibc_from_error(ctx: Context) -> None:
+    """The loader's "version `GLIBC_2.14' not found": the system glibc is older than that."""
+    line = (ctx.s.errors or {}).get("glibc")
+    m = _GLIBC.search(line or "")
+    if not m or _already(ctx, "glibc_too_old"):
+        return
+    needs = m.group(1)
+    glibc = ctx.s.glibc
+    if known(glibc) and dotted_key(glibc) >= dotted_key(needs):
+        return  # the facts disagree (another libc was loaded): the line alone does not decide
+    by = _REQUIRED_BY.search(line)
+    what = by.group(1).strip() if by else "a library being loaded"
+    ctx.finding("glibc_too_old",
+                f"{what} needs GLIBC_{needs}; the system's glibc"
+                + (f" {glibc}" if known(glibc) else "") + f" is older than {needs}",
+                evidence={"needs": needs, "glibc": glibc, "required_by": what,
+                          "torch": ctx.s.torch},
+                fix=f"use an OS or container whose glibc is {needs} or newer (`ldd --version` "
+                    "shows it; a container base from `envgen make`), or a build of the "
+                    "package made for this glibc")
+
+
+def libstdcxx_too_old(ctx: Context) -> None:
+    """"version `GLIBCXX_3.4.29' not found": the libstdc++ loaded is older than the gcc that
+    built the binary named (often conda's own libstdc++ ahead of the system's)."""
+    line = (ctx.s.errors or {}).get("glibcxx")
+    m = _GLIBCXX.search(line or "")
+    if not m:
+        return
+    label, version = m.group(1).upper(), m.group(2)
+    parts = version.split(".")
+    table, last = (_GLIBCXX_GCC, parts[-1]) if label == "GLIBCXX" else (_CXXABI_GCC, parts[-1])
+    gcc = table.get(int(last)) if last.isdigit() else None
+    loaded = _LOADED.search(line)
+    by = _REQUIRED_BY.search(line)
+    lib = loaded.group(1) if loaded else "the libstdc++.so.6 loaded"
+    what = by.group(1).strip() if by else "a library being loaded"
+    in_conda = bool(loaded and _CONDA.search(loaded.group(1)))
+    command = None
+    if in_conda and gcc:
+        command = "conda install -c conda-forge " + shlex.quote(f"libstdcxx-ng>={gcc}")
+    fix = (f"load a libstdc++ from gcc {gcc} or newer: " if gcc else
+           "load a newer libstdc++: ")
+    fix += ("update the conda environment's libstdc++ (libstdcxx-ng), which is found before "
+            "the system's" if in_conda else
+            "install a newer libstdc++ (the gcc that built it), or rebuild "
+            f"{what} with the gcc whose libstdc++ is loaded")
+    ctx.finding("libstdcxx_too_old",
+                f"{what} needs {label}_{version}"
+                + (f" (libstdc++ of gcc {gcc} or newer)" if gcc else "")
+                + f"; {lib} does not have it",
+                evidence={"needs": f"{label}_{version}", "loaded": lib, "required_by": what,
+                          "gcc": ctx.s.gcc},
+                fix=fix, command=command)
+
+
+def torch_api_removed(ctx: Context) -> None:
+    """"THC/THCDeviceUtils.cuh: No such file": the source includes THC, gone from torch 1.11."""
+    line = (ctx.s.errors or {}).get("thc")
+    if not line:
+        return
+    torch = ctx.s.torch
+    if known(torch) and dotted_key(public(torch)) < dotted_key("1.11"):
+        return  # THC still ships with this torch: the line is not decided by the removal
+    ctx.finding("torch_api_removed",
+                "the extension includes torch's THC headers, which torch 1.11 removed"
+                + (f" (this torch: {torch})" if known(torch) else ""),
+                evidence={"torch": torch, "removed_in": "1.11", "api": "THC"},
+                fix="use a release of the package that was ported from THC to ATen/c10 "
+                    "(THC/THCDeviceUtils.cuh → ATen/cuda/DeviceUtils.cuh, THCudaCheck → "
+                    "C10_CUDA_CHECK), or torch < 1.11 for this one")
+
+
+def shm_too_small(ctx: Context) -> None:
+    """A SIGBUS (exit code -7, "Bus error", DataLoader's shm message): in a container, /dev/shm
+    is usually smaller than the workers and NCCL need. A warning: SIGBUS has other causes."""
+    line = (ctx.s.errors or {}).get("shm")
+    if not line:
+        return
+    ctx.finding("shm_too_small",
+                "the process died of SIGBUS (signal 7), which a /dev/shm too small for "
+                "DataLoader workers or NCCL gives (Docker's default is 64 MB)",
+                evidence={"signal": "SIGBUS"},
+                fix="check `df -h /dev/shm`; give the container more shared memory: "
+                    "docker run --shm-size=1g (or --ipc=host); on Kubernetes mount an emptyDir "
+                    "with medium: Memory at /dev/shm")
+
+
+def linux_only_op(ctx: Context) -> None:
+    """MSVC's "LNK1181 … aio.lib": DeepSpeed probing its Linux-only async_io/GDS ops on
+    Windows. Expected there, and not the failure: info."""
+    line = (ctx.s.errors or {}).get("aio_lib")
+    if not line:
+        return
+    ctx.finding("linux_only_op",
+                "DeepSpeed's async_io and GDS ops need libaio / cuFile, which Windows lacks: "
+                "these link errors are its compatibility probe, and the ops are skipped",
+                evidence={"ops": ["async_io", "gds"], "platform": "windows"},
+                fix="nothing to fix for these lines (look at the error after them); to skip "
+                    "the probe, build with DS_BUILD_AIO=0 and DS_BUILD_GDS=0, as DeepSpeed's "
+                    "build_win.bat does")
+
+
+RULES = (glibc_from_error, libstdcxx_too_old, torch_api_removed, shm_too_small, linux_only_op)
+__all__ = ["RULES"]

@@ -1,0 +1,124 @@
+"""The error-line rules (envgen/doctor/rules_system.py) and the ranking (findings.ordered) on
+real reports' text: the dev corpus (tests/doctor/corpus, set = "dev") and the report fixtures.
+The finding that explains the pasted error line comes first and quotes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envgen.doctor.catalog import load_catalog
+from envgen.doctor.findings import Finding, ordered
+from envgen.doctor.judge import judge
+from envgen.doctor.reports import parse_report
+
+ROOT = Path(__file__).parents[2]
+CORPUS = ROOT / "tests" / "doctor" / "corpus" / "reports"
+FIXTURES = ROOT / "tests" / "fixtures" / "reports"
+
+
+@pytest.fixture
+def diagnose(facts):
+    catalog = load_catalog(ROOT / "matrix")
+
+    def run(text: str):
+        return judge(parse_report(text).snapshot, facts, catalog, origin="report")
+
+    return run
+
+
+def test_glibc_line_names_glibc_too_old_first(diagnose) -> None:
+    # pytorch/pytorch#14274: torch 1.0 on CentOS 6.8 (glibc 2.12)
+    d = diagnose((CORPUS / "pytorch-14274.txt").read_text())
+    first = d.findings[0]
+    assert first.kind == "glibc_too_old" and first.severity == "error"
+    assert "GLIBC_2.14' not found" in first.explains
+    assert first.evidence["needs"] == "2.14"
+    assert first.evidence["required_by"].endswith("torch/lib/libshm.so")
+
+
+def test_glibc_line_with_backquote(diagnose) -> None:
+    # pytorch/pytorch#6607: "version `GLIBC_2.17' not found" (CentOS 6.7)
+    d = diagnose((CORPUS / "pytorch-6607.txt").read_text())
+    assert d.findings[0].kind == "glibc_too_old"
+    assert d.findings[0].evidence["needs"] == "2.17"
+
+
+def test_glibcxx_line_in_conda_names_libstdcxx_too_old(diagnose) -> None:
+    # deepspeedai/DeepSpeed#4257: cpu_adam.so JIT-built by gcc 11+, anaconda's libstdc++ loaded
+    d = diagnose((CORPUS / "DeepSpeed-4257.txt").read_text())
+    first = d.findings[0]
+    assert first.kind == "libstdcxx_too_old" and first.severity == "error"
+    assert "GLIBCXX_3.4.29' not found" in first.explains
+    assert first.evidence["needs"] == "GLIBCXX_3.4.29"
+    assert "gcc 11" in first.summary
+    assert first.command == "conda install -c conda-forge 'libstdcxx-ng>=11'"
+
+
+def test_thc_header_missing_names_torch_api_removed(diagnose) -> None:
+    # pytorch/pytorch#69746: Megatron-DeepSpeed's fused kernels against a torch without THC
+    d = diagnose((CORPUS / "pytorch-69746.txt").read_text())
+    first = d.findings[0]
+    assert first.kind == "torch_api_removed" and first.severity == "error"
+    assert "THC/THCDeviceUtils.cuh" in first.explains
+    assert "ATen/cuda/DeviceUtils.cuh" in first.fix
+
+
+def test_thc_line_is_silent_on_a_torch_that_still_has_thc(diagnose) -> None:
+    text = (CORPUS / "pytorch-69746.txt").read_text() + "\nPyTorch version: 1.10.0\n"
+    d = diagnose(text)
+    assert "torch_api_removed" not in {f.kind for f in d.findings}
+
+
+@pytest.mark.parametrize("path", [CORPUS / "deepspeed-windows-wheels-2.txt",
+                                  FIXTURES / "windows_build_4001.txt"])
+def test_aio_lib_link_errors_on_windows_are_info_not_the_failure(diagnose, path) -> None:
+    # 6Morpheus6/deepspeed-windows-wheels#2 (maintainer: expected on Windows) and
+    # deepspeedai/DeepSpeed#4001 (the Chinese MSVC message)
+    d = diagnose(path.read_text())
+    op = next(f for f in d.findings if f.kind == "linux_only_op")
+    assert op.severity == "info" and "aio.lib" in op.explains
+    assert "DS_BUILD_AIO=0" in op.fix
+    if path.name.startswith("deepspeed-windows"):
+        assert not d.errors and d.findings[0] is op
+
+
+def test_sigbus_line_names_shm_too_small_as_a_warning(diagnose) -> None:
+    # the DataLoader message as torch prints it (matrix/curated/preflight.toml shm-small) and
+    # torchrun's exit code of a SIGBUS worker
+    for line in ("ERROR: Unexpected bus error encountered in worker. This might be caused by "
+                 "insufficient shared memory (shm).",
+                 "exitcode  : -7 (pid: 1234)"):
+        d = diagnose("PyTorch version: 2.1.0+cu121\n" + line + "\n")
+        first = d.findings[0]
+        assert first.kind == "shm_too_small" and first.severity == "warning", line
+        assert first.explains == line and "--shm-size" in first.fix
+
+
+def test_cxx17_error_line_is_quoted_by_the_cxx_standard_finding(diagnose) -> None:
+    # deepspeedai/DeepSpeed#3944: async_io built with -std=c++14 against torch 2.1 headers
+    d = diagnose((CORPUS / "DeepSpeed-3944.txt").read_text())
+    report = parse_report((CORPUS / "DeepSpeed-3944.txt").read_text())
+    assert "C++17 or later compatible compiler" in report.snapshot.errors["cxx_std"]
+    for f in d.findings:
+        if f.kind == "cxx_standard_mismatch":
+            assert d.findings[0] is f and "C++17" in f.explains
+
+
+def _finding(kind: str, severity: str = "error") -> Finding:
+    return Finding(kind=kind, severity=severity, summary=kind, evidence={}, fix="",
+                   command=None, source="")
+
+
+def test_ranking_explaining_first_then_runtime_before_build() -> None:
+    found = [_finding("cuda_major_mismatch"), _finding("gpu_arch_unsupported"),
+             _finding("libstdcxx_too_old", "error"), _finding("ninja_missing", "warning")]
+    line = "version `GLIBCXX_3.4.30' not found"
+    out = ordered(found, {"glibcxx": line})
+    assert [f.kind for f in out] == ["libstdcxx_too_old", "gpu_arch_unsupported",
+                                     "cuda_major_mismatch", "ninja_missing"]
+    assert out[0].explains == line and all(f.explains is None for f in out[1:])
+    # no pasted error: worst first, in the rules' order
+    assert [f.kind for f in ordered(found)] == ["cuda_major_mismatch", "gpu_arch_unsupported",
+                                                "libstdcxx_too_old", "ninja_missing"]
