@@ -1,5 +1,6 @@
 """Rules decided by a pasted error line (the snapshot's ``errors``, see reports/errors.py):
-the system's glibc or the loaded libstdc++ older than a binary needs, extension source that
+the system's glibc or the loaded libstdc++ older than a binary needs, an op compiled with an
+older C++ standard than torch's headers require, extension source that
 includes torch's removed THC headers, a container's small /dev/shm, and the link errors of
 DeepSpeed's Linux-only ops on Windows. Each fires only on its own error line, which decides
 it; the judge ranks it first and quotes the line (``explains``)."""
@@ -87,6 +88,28 @@ def libstdcxx_too_old(ctx: Context) -> None:
                 fix=fix, command=command)
 
 
+_STD = re.compile(r"C\+\+(\d+)")
+
+
+def cxx_standard_from_error(ctx: Context) -> None:
+    """torch's "#error C++17 or later compatible compiler is required to use PyTorch." (or
+    ATen's, or "You need C++17 to compile PyTorch"): the op was compiled with an older -std
+    than the torch headers it includes require."""
+    line = (ctx.s.errors or {}).get("cxx_std")
+    m = _STD.search(line or "")
+    if not m or _already(ctx, "cxx_standard_mismatch"):
+        return
+    ctx.finding("cxx_standard_mismatch",
+                f"an op was compiled with a C++ standard older than C++{m.group(1)}, which "
+                "this torch's headers require",
+                evidence={"needs": f"c++{m.group(1)}", "torch": ctx.s.torch,
+                          "frameworks": dict(ctx.frameworks)},
+                fix="use a release of the framework whose op builder passes "
+                    f"-std=c++{m.group(1)} (or newer) with this torch — DeepSpeed's async_io "
+                    "passed -std=c++14 before its builders followed torch's standard — or a "
+                    "torch whose headers accept the older standard")
+
+
 def torch_api_removed(ctx: Context) -> None:
     """"THC/THCDeviceUtils.cuh: No such file": the source includes THC, gone from torch 1.11."""
     line = (ctx.s.errors or {}).get("thc")
@@ -134,5 +157,6 @@ def linux_only_op(ctx: Context) -> None:
                     "build_win.bat does")
 
 
-RULES = (glibc_from_error, libstdcxx_too_old, torch_api_removed, shm_too_small, linux_only_op)
+RULES = (glibc_from_error, libstdcxx_too_old, cxx_standard_from_error, torch_api_removed,
+         shm_too_small, linux_only_op)
 __all__ = ["RULES"]

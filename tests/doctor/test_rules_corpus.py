@@ -96,14 +96,21 @@ def test_sigbus_line_names_shm_too_small_as_a_warning(diagnose) -> None:
         assert first.explains == line and "--shm-size" in first.fix
 
 
-def test_cxx17_error_line_is_quoted_by_the_cxx_standard_finding(diagnose) -> None:
-    # deepspeedai/DeepSpeed#3944: async_io built with -std=c++14 against torch 2.1 headers
-    d = diagnose((CORPUS / "DeepSpeed-3944.txt").read_text())
-    report = parse_report((CORPUS / "DeepSpeed-3944.txt").read_text())
-    assert "C++17 or later compatible compiler" in report.snapshot.errors["cxx_std"]
-    for f in d.findings:
-        if f.kind == "cxx_standard_mismatch":
-            assert d.findings[0] is f and "C++17" in f.explains
+@pytest.mark.parametrize("name", ["DeepSpeed-3944.txt", "DeepSpeed-8235.txt"])
+def test_cxx17_error_line_names_cxx_standard_mismatch(diagnose, name) -> None:
+    # deepspeedai/DeepSpeed#3944: async_io built with -std=c++14 against torch 2.1's ATen.h;
+    # deepspeedai/DeepSpeed#8235: an op built with -std=c++17 against headers needing C++20
+    d = diagnose((CORPUS / name).read_text())
+    first = d.findings[0]
+    assert first.kind == "cxx_standard_mismatch" and first.severity == "error"
+    assert "#error" in first.explains and first.evidence["needs"].startswith("c++")
+
+
+def test_a_glibc_line_quoted_in_prose_is_not_the_loader_error(diagnose) -> None:
+    # hpcaitech/ColossalAI#2402 (bug elsewhere): a reply quotes "… have `ImportError: …
+    # version `GLIBC_2.29' not found`" about other systems
+    d = diagnose((CORPUS / "ColossalAI-2402.txt").read_text())
+    assert "glibc_too_old" not in {f.kind for f in d.errors}
 
 
 def _finding(kind: str, severity: str = "error") -> Finding:

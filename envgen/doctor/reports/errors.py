@@ -48,8 +48,10 @@ _NO_MODULE = re.compile(r"^(?:ModuleNotFoundError|ImportError): No module named 
 _GNU = re.compile(r"unsupported GNU version! gcc versions later than (\d+) are not supported")
 _OLD_GCC = re.compile(r"too old version of GCC\. We need GCC (\d+) or later")
 _Q = r"[`'‘’\"]?"
-_GLIBC = re.compile(rf"{_Q}GLIBC_(\d+(?:\.\d+)+){_Q}\s+not found", re.I)
-_GLIBCXX = re.compile(rf"{_Q}(GLIBCXX|CXXABI)_(\d+(?:\.\d+)+){_Q}\s+not found", re.I)
+# the loader's line itself ("ImportError: /lib64/libc.so.6: version …"), not prose quoting it
+_LOADER = r"^[`'\"\s]*(?:[\w.]+:\s+)*\S+\.so[.\d]*:\s+version\s+"
+_GLIBC = re.compile(rf"{_LOADER}{_Q}GLIBC_(\d+(?:\.\d+)+){_Q}\s+not found", re.I)
+_GLIBCXX = re.compile(rf"{_LOADER}{_Q}(GLIBCXX|CXXABI)_(\d+(?:\.\d+)+){_Q}\s+not found", re.I)
 _CXX_STD = re.compile(r"#error\s+(?:C\+\+(\d+) or later compatible compiler is required to use "
                       r"(?:PyTorch|ATen)|You need C\+\+(\d+) to compile PyTorch)", re.I)
 _THC_H = r"THC/\w+\.(?:cuh|h)"
