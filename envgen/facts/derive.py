@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from envgen.facts.model import CudaToolkit, Source, TorchBuild
+from envgen.facts.model import CudaToolkit, DriverFloor, Source, TorchBuild
 from envgen.facts.release_read import toolkit_releases
 from envgen.versions import dotted_key, spec_contains
 
@@ -145,6 +145,14 @@ def _apply_variants(
                 )
                 have.add((version, cuda, platform))
     return out
+
+
+def driver_floors(doc: dict[str, Any]) -> dict[str, DriverFloor]:
+    """CUDA major.minor → its driver floor, for every curated/cuda.toml [[toolkit]] row."""
+    return {str(r["cuda"]): DriverFloor(cuda=str(r["cuda"]), min_driver=str(r["min_driver"]),
+                                        toolkit_driver=r.get("toolkit_driver"),
+                                        source=r.get("source"))
+            for r in doc.get("toolkit", []) if r.get("cuda") and r.get("min_driver")}
 
 
 def attach_drivers(

@@ -106,6 +106,17 @@ class CudaToolkit:
 
 
 @record(kw_only=True)
+class DriverFloor:
+    """One curated/cuda.toml [[toolkit]] row's driver figures, for every CUDA it lists, also
+    those older than the harvested toolkits (the doctor judges old reports against them)."""
+
+    cuda: str
+    min_driver: str
+    toolkit_driver: str | None = None
+    source: str | None = None
+
+
+@record(kw_only=True)
 class OSBase:
     id: str
     name: str
@@ -221,6 +232,7 @@ class Facts:
     compilers: tuple[CxxStd, ...] = ()
     breakages: tuple[Breakage, ...] = ()
     os_toolkits: dict[str, OsToolkit] = field(default_factory=dict)  # OS id → its toolkit
+    driver_floors: dict[str, DriverFloor] = field(default_factory=dict)  # CUDA → its floor
 
     def cxx_std(self, std: str) -> CxxStd | None:
         return next((c for c in self.compilers if c.std == std), None)
