@@ -134,6 +134,8 @@ def libaio_missing(ctx: Context) -> None:
     req = ctx.catalog.requirements.get("libaio")
     if req is None or (ctx.frameworks and req.framework not in ctx.frameworks):
         return  # (no framework known at all: a report of a missing libaio.h still counts)
+    if ctx.s.platform in ("windows", "macos-arm64"):
+        return  # no libaio there: the ops that need it are Linux-only (rules_system)
     wanted = [op for op in ctx.user_ops if op in req.ops]
     if ctx.user_ops and not wanted:
         return  # the user builds ops, none of which need libaio

@@ -143,9 +143,18 @@ def shm_too_small(ctx: Context) -> None:
 
 
 def linux_only_op(ctx: Context) -> None:
-    """MSVC's "LNK1181 … aio.lib": DeepSpeed probing its Linux-only async_io/GDS ops on
-    Windows. Expected there, and not the failure: info."""
+    """async_io / GDS wanted on Windows: an error (they are Linux-only). Else MSVC's "LNK1181 …
+    aio.lib": DeepSpeed probing those ops on Windows, expected there and not the failure: info."""
     line = (ctx.s.errors or {}).get("aio_lib")
+    wanted = [op for op in ctx.user_ops if op in ("async_io", "gds")]
+    if ctx.s.platform == "windows" and wanted:
+        ctx.finding("linux_only_op",
+                    f"{', '.join(wanted)} build only on Linux: DeepSpeed does not support "
+                    "them on Windows",
+                    evidence={"ops": wanted, "platform": "windows"}, severity="error",
+                    fix="build without them (DS_BUILD_AIO=0 DS_BUILD_GDS=0), or run under "
+                        "WSL2 or Linux where they build")
+        return
     if not line:
         return
     ctx.finding("linux_only_op",

@@ -129,3 +129,20 @@ def test_ranking_explaining_first_then_runtime_before_build() -> None:
     # no pasted error: worst first, in the rules' order
     assert [f.kind for f in ordered(found)] == ["cuda_major_mismatch", "gpu_arch_unsupported",
                                                 "libstdcxx_too_old", "ninja_missing"]
+
+
+def test_async_io_wanted_on_windows_is_an_error_and_libaio_is_not_asked(facts) -> None:
+    # deepspeedai/DeepSpeed#4001 (collect_env says Windows 11), judged for the async_io op
+    snapshot = parse_report((FIXTURES / "windows_build_4001.txt").read_text()).snapshot
+    assert snapshot.platform == "windows"
+    d = judge(snapshot, facts, load_catalog(ROOT / "matrix"), ops=("async_io",))
+    first = d.findings[0]
+    assert first.kind == "linux_only_op" and first.severity == "error"
+    assert "LNK1181" in first.explains and "WSL2" in first.fix
+    assert not any(n.fact == "libaio" for n in d.needs)
+
+
+def test_windows_report_is_not_asked_for_libaio(diagnose) -> None:
+    d = diagnose((FIXTURES / "windows_build_4001.txt").read_text())
+    assert not any(n.fact in ("libaio", "glibc") for n in d.needs)
+    assert "libaio_missing" not in {f.kind for f in d.findings}
