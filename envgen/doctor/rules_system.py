@@ -18,14 +18,13 @@ _GLIBCXX = re.compile(r"(GLIBCXX|CXXABI)_(\d+(?:\.\d+)+)")
 _LOADED = re.compile(r"(\S*libstdc\+\+\.so[.\d]*)")
 _REQUIRED_BY = re.compile(r"\(required by ([^)]+)\)")
 _CONDA = re.compile(r"(?:ana|mini)conda\d*/|/miniforge\d*/|/mambaforge/|/envs/|/conda/")
-# GLIBCXX_3.4.N → the first GCC major whose libstdc++ has it (libstdc++ manual, ABI policy,
-# "Symbol versioning" history: GCC 5.1.0: GLIBCXX_3.4.21 … GCC 11.1.0: GLIBCXX_3.4.29,
-# GCC 12.1.0: GLIBCXX_3.4.30, GCC 13.1.0: GLIBCXX_3.4.31, GCC 13.2.0: 3.4.32, GCC 14.1.0: 3.4.33)
-_GLIBCXX_GCC = {21: 5, 22: 6, 23: 7, 24: 7, 25: 8, 26: 9, 27: 9, 28: 9, 29: 11, 30: 12,
-                31: 13, 32: 13, 33: 14}
-# CXXABI_1.3.N → GCC major (same table: GCC 5.1.0 CXXABI_1.3.9 … GCC 11.1.0 CXXABI_1.3.13,
-# GCC 13.1.0 CXXABI_1.3.14, GCC 14.1.0 CXXABI_1.3.15)
-_CXXABI_GCC = {9: 5, 10: 6, 11: 7, 12: 9, 13: 11, 14: 13, 15: 14}
+# GLIBCXX_3.4.N / CXXABI_1.3.N → the first GCC major whose libstdc++ has it, from the libstdc++
+# manual's ABI policy table (https://gcc.gnu.org/onlinedocs/libstdc++/manual/abi.html, as quoted
+# row by row in a public header read 2026-11-28: "GCC 6.1.0: GLIBCXX_3.4.22, CXXABI_1.3.10" …
+# "GCC 14.1.0: GLIBCXX_3.4.33, CXXABI_1.3.15"). Versions before GCC 6 were not read: unknown.
+_GLIBCXX_GCC = {22: 6, 23: 7, 24: 7, 25: 8, 26: 9, 27: 9, 28: 9, 29: 11, 30: 12, 31: 13,
+                32: 13, 33: 14}
+_CXXABI_GCC = {10: 6, 11: 7, 12: 9, 13: 11, 14: 13, 15: 14}
 
 
 def _already(ctx: Context, kind: str) -> bool:
@@ -162,8 +161,8 @@ def linux_only_op(ctx: Context) -> None:
                 "these link errors are its compatibility probe, and the ops are skipped",
                 evidence={"ops": ["async_io", "gds"], "platform": "windows"},
                 fix="nothing to fix for these lines (look at the error after them); to skip "
-                    "the probe, build with DS_BUILD_AIO=0 and DS_BUILD_GDS=0, as DeepSpeed's "
-                    "build_win.bat does")
+                    "the probe, build with DS_BUILD_AIO=0 and DS_BUILD_GDS=0 (DeepSpeed's "
+                    "build_win.bat sets DS_BUILD_AIO=0)")
 
 
 RULES = (glibc_from_error, libstdcxx_too_old, cxx_standard_from_error, torch_api_removed,
