@@ -65,6 +65,10 @@ DECIDING_FACTS: dict[str, set[str]] = {
     "cuda_home_mismatch": {"nvcc", "cuda_home"},
     "stale_extension_cache": {"torch"},
     "import_failed": {"torch"},
+    "libstdcxx_too_old": {"gcc"},
+    "torch_api_removed": {"torch"},
+    "shm_too_small": set(),
+    "linux_only_op": {"os", "platform"},
 }
 
 
