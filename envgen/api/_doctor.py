@@ -48,7 +48,7 @@ class DoctorResult:
 
 
 def _read_report(request: DoctorRequest):
-    from envgen.doctor.reports import describe, parse_report
+    from envgen.doctor.reports import LOOKED_FOR, describe, parse_report
 
     name = request.report
     if name == "-":
@@ -67,7 +67,8 @@ def _read_report(request: DoctorRequest):
                              hint="give a readable text file") from None
     report = parse_report(text)
     if not report.recognised:
-        raise UsageError(f"{where}: no environment facts recognised in it",
+        raise UsageError(f"{where}: no environment facts recognised in it (looked for "
+                         f"{LOOKED_FOR})",
                          hint="paste the output of `python -m torch.utils.collect_env`, "
                          "`ds_report`, `pip list`, `nvidia-smi`, `nvcc --version` or "
                          "`gcc --version` (or run `envgen doctor` on the machine itself)")

@@ -50,12 +50,15 @@ EXPECTED = {
         "frameworks": {"colossalai": "0.2.5"}, "packages": {"colossalai": "0.2.5"}},
     "colossalai_check_old_1033.txt": {"torch": "1.10.1", "torch_cuda": "11.3", "nvcc": "11.3",
                                      "frameworks": {"colossalai": None}},
-    "colossalai_env_1389.txt": {"torch": "1.8.1+cu101", "nvcc": "10.1.243"},
-    "cuda_mismatch_370.txt": {"nvcc": "12.0", "torch_cuda": "11.8"},
-    "cuda_mismatch_windows_2902.txt": {"nvcc": "12.0", "torch_cuda": "11.7"},
-    "ds_report_amd_libaio_6972.txt": {"frameworks": {"deepspeed": None}},
+    "colossalai_env_1389.txt": {"torch": "1.8.1+cu101", "nvcc": "10.1.243", "python": "3.8.0"},
+    "cuda_mismatch_370.txt": {"nvcc": "12.0", "torch_cuda": "11.8", "python": "3.10"},
+    "cuda_mismatch_windows_2902.txt": {
+        "nvcc": "12.0", "torch_cuda": "11.7", "python": "3.10.9", "platform": "windows",
+        "frameworks": {"deepspeed": "0.8.1"}, "packages": {"deepspeed": "0.8.1"}},
+    "ds_report_amd_libaio_6972.txt": {"frameworks": {"deepspeed": None},
+                                      "libaio": {"library": None, "headers": True}},
     "ds_report_general_6762.txt": {
-        "torch": "2.3.0+cu121", "torch_cuda": "12.1", "nvcc": "12.0",
+        "torch": "2.3.0+cu121", "torch_cuda": "12.1", "nvcc": "12.0", "python": "3.12",
         "frameworks": {"deepspeed": "0.15.5+unknown"},
         "packages": {"deepspeed": "0.15.5+unknown"}},
     "ds_report_libaio_yum_1687.txt": {"libaio": {"library": None, "headers": False},
@@ -65,9 +68,11 @@ EXPECTED = {
     "gcc_version_3094.txt": {"gcc": "9.4.0"},
     "libaio_header_missing_7.txt": {"libaio": {"library": None, "headers": False}},
     "module_not_found_2973.txt": {
+        "python": "3.8",
         "import_errors": {"colossalai._C.cpu_adam": "No module named 'colossalai._C.cpu_adam'"}},
     "ninja_missing_242.txt": {"ninja": None},
-    "nvcc_windows_5899.txt": {"nvcc": "12.5.40"},
+    "nvcc_windows_5899.txt": {"nvcc": "12.5.40", "python": "3.12", "torch": "2.2.2+cu121",
+                              "torch_cuda": "12.1"},
     "nvidia_smi_old_a10g_122.txt": {"driver": "470.256.02", "gpus": gpus("NVIDIA A10G")},
     "nvidia_smi_t4_889.txt": {"driver": "580.126.09", "gpus": gpus("Tesla T4")},
     "template_pip_list_7026.txt": {
@@ -80,9 +85,12 @@ EXPECTED = {
         # "I installed the Deepspeed == 0.9.2": an inline pin
         "frameworks": {"deepspeed": "0.9.2"}, "packages": {"deepspeed": "0.9.2"}},
     "undefined_symbol_3410.txt": {
+        "python": "3.10", "torch_cuda": "11.7",
         "import_errors": {"fused_adam": "undefined symbol: "
                           "_ZN3c104cuda20CUDACachingAllocator9allocatorE"}},
     "undefined_symbol_quantizer_3846.txt": {
+        "python": "3.8", "platform": "linux-x86_64", "torch": "2.0",
+        "frameworks": {"deepspeed": "0.9.5"}, "packages": {"deepspeed": "0.9.5"},
         "import_errors": {"deepspeed.ops.quantizer.quantizer_op":
                           "undefined symbol: curandCreateGenerator"}},
     "windows_build_4001.txt": {
@@ -132,8 +140,9 @@ def test_ds_report_link_warning_alone_states_nothing_about_libaio() -> None:
     """deepspeedai/DeepSpeed#6972: libaio-dev installed, yet the warning: not evidence (that
     DeepSpeed is installed is: ds_report printed it)."""
     report = parse_report((FIXTURES / "ds_report_amd_libaio_6972.txt").read_text())
-    assert report.snapshot.to_dict() == {"schema": 1, "frameworks": {"deepspeed": None}}
-    assert not report.snapshot.known("libaio") and not report.snapshot.known("ops")
+    assert report.snapshot.to_dict() == {"schema": 1, "frameworks": {"deepspeed": None},
+                                         "libaio": {"library": None, "headers": True}}
+    assert not report.snapshot.known("ops")  # the header is there: `find` printed its path
     assert any(e.fact == "ds_report.async_io" and "-laio" in e.note for e in report.explain)
 
 
@@ -148,8 +157,7 @@ def test_host_compiler_errors_add_no_gcc_version() -> None:
 
 
 def test_empty_and_unrelated_text_recognise_nothing() -> None:
-    for text in ("", "\n\n", "Thanks, this fixed it!\nClosing.", "```\n```",
-                 "I run pip install deepspeed==0.9.2 and it fails"):
+    for text in ("", "\n\n", "Thanks, this fixed it!\nClosing.", "```\n```"):
         report = parse_report(text)
         assert report.snapshot.to_dict() == {"schema": 1}
         assert not report.recognised and report.explain == () and report.formats == ()
@@ -281,6 +289,10 @@ def test_inline_pins_in_prose_but_not_install_commands() -> None:
     `deepspeed==0.6.5`"."""
     doc = parse_report("My environment is `pytorch==1.7.1+cu110` and `deepspeed==0.6.5`\n"
                        "then I ran `pip install colossalai==0.3.0` which failed\n")
+    # the install command states what was asked for (ranked last), not an installed package
     assert doc.snapshot.to_dict() == {
-        "schema": 1, "torch": "1.7.1+cu110", "frameworks": {"deepspeed": "0.6.5"},
+        "schema": 1, "torch": "1.7.1+cu110",
+        "frameworks": {"deepspeed": "0.6.5", "colossalai": "0.3.0"},
         "packages": {"torch": "1.7.1+cu110", "deepspeed": "0.6.5"}}
+    assert [e.format for e in doc.explain if e.fact == "frameworks.colossalai"] == [
+        "install_command"]

@@ -26,25 +26,38 @@ from envgen.doctor.reports import (
     errors,
     inline,
     nvidia_smi,
+    outputs,
     packages,
+    prose,
     template,
     toolchain,
 )
 from envgen.doctor.reports._lines import Extracted, Line, split
 from envgen.doctor.snapshot import Snapshot
 
-__all__ = ["Extracted", "Report", "describe", "parse_report"]
+__all__ = ["LOOKED_FOR", "Extracted", "Report", "describe", "parse_report"]
+
+# What the parsers read, for the message when a text states none of it (exit 2).
+LOOKED_FOR = ("collect_env, ds_report, `colossalai check -i`, pip/conda lists, nvidia-smi, "
+              "nvcc/gcc/ldd/python --version, issue-template answers, versions in prose or the "
+              "title (\"torch 2.1.0\", \"python3.8\", \"torch1.8cu10.1\"), install commands, "
+              "site-packages and torch_extensions paths, error lines that state versions")
 
 # In this order each parser takes its lines; a later one skips the lines taken.
 _PARSERS: tuple[Callable[[list[Line], set[int]], list[Extracted]], ...] = (
     collect_env.parse, ds_report.parse, colossalai_check.parse, nvidia_smi.parse,
-    toolchain.parse, errors.parse, packages.parse, template.parse, inline.parse)
+    toolchain.parse, outputs.parse, errors.parse, packages.parse, template.parse, inline.parse,
+    prose.parse)
 _RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 3,
-         "nvcc_version": 3, "gcc_version": 3, "error": 4, "pip_freeze": 5, "pip_list": 5,
-         "conda_list": 5, "issue_template": 6, "inline_pin": 7}
+         "nvcc_version": 3, "gcc_version": 3, "command_output": 3, "error": 4, "pip_freeze": 5,
+         "pip_list": 5, "conda_list": 5, "issue_template": 6, "inline_pin": 7, "title": 8,
+         "prose": 8, "path": 8, "ngc_image": 8, "windows_sign": 8, "install_command": 9,
+         "env_name": 10}
 _NVCC_RANK = {"ds_report": 0, "colossalai_check": 1, "error": 2, "collect_env": 3,
               "nvcc_version": 3}
-_DICTS = ("packages", "frameworks", "import_errors", "errors")
+_DICTS = ("packages", "frameworks", "import_errors")
+# versions kept for explain only that still make a report recognisable (not exit 2)
+_EXPLAIN_VERSIONS = {"cuda", "nccl", "image", "driver_max_cuda", "gpu_models"}
 
 
 @dataclass(frozen=True)
@@ -58,8 +71,9 @@ class Report:
 
     @property
     def recognised(self) -> bool:
-        """Whether the text stated any snapshot fact at all."""
-        return any(e.kept for e in self.explain)
+        """Whether the text stated anything recognisable: a snapshot fact, or a value kept
+        for explain only (a bare "CUDA 10.1", an NGC image whose versions are unknown)."""
+        return any(e.kept or e.fact in _EXPLAIN_VERSIONS for e in self.explain)
 
 
 def parse_report(text: str) -> Report:

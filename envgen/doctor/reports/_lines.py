@@ -69,7 +69,7 @@ def version(value: str | None) -> str | None:
     when it does not look like one ("Could not collect", "N/A", "[e.g. 1.0]")."""
     if value is None:
         return None
-    value = value.strip().strip(",;'\"`").strip()
+    value = value.strip().strip(",;'\"`").strip().rstrip(".")
     if value[:1] in ("v", "V") and value[1:2].isdigit():
         value = value[1:]
     return value if _VERSION.match(value) else None

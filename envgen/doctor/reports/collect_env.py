@@ -15,13 +15,18 @@ import re
 from envgen.doctor.reports._lines import Extracted, Line, fact, near, package_facts, version
 
 FORMAT = "collect_env"
-_ANCHOR = re.compile(r"^(?:Collecting environment information|Is debug build:|CUDA used to build "
-                     r"PyTorch:|ROCM used to build PyTorch:|Is CUDA available:|Versions of "
-                     r"relevant libraries:|CUDA_MODULE_LOADING set to:|Libc version:)")
-_FIELD = re.compile(r"^(PyTorch version|CUDA used to build PyTorch|OS|GCC version|Libc version|"
-                    r"Python version|Python platform|CUDA runtime version|GPU models and "
-                    r"configuration|Nvidia driver version):\s*(.*)$")
-_GPU = re.compile(r"^GPU (\d+): (.+?)(?: \(UUID: [^)]*\))?$")
+# Old collect_env lines have no colon ("Is debug build No"); some pastes a full-width one ("：")
+_COLON = r"(?:\s*[:：]\s*|\s+)"
+_ANCHOR = re.compile(r"^(?:Collecting environment information|(?:Is debug build|CUDA used to build "
+                     r"PyTorch|ROCM used to build PyTorch|Is CUDA available|Versions of "
+                     r"relevant libraries|CUDA_MODULE_LOADING set to|Libc version)" + _COLON + ")",
+                     re.I)
+_LABELS = ("PyTorch version", "CUDA used to build PyTorch", "OS", "GCC version", "Libc version",
+           "Python version", "Python platform", "CUDA runtime version",
+           "GPU models and configuration", "Nvidia driver version")
+_LABEL = {label.lower(): label for label in _LABELS}
+_FIELD = re.compile(r"^(" + "|".join(_LABELS) + r")(?:\s*[:：]\s*|\s+|$)(.*)$", re.I)
+_GPU = re.compile(r"^GPU\s*(\d+)\s*[:：]\s*(.+?)(?: \(UUID: [^)]*\))?$", re.I)
 _PKG = re.compile(r"^\[(?:pip3?|conda)\]\s+(.*)$")
 _PIP = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)$")
 _CONDA = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+(\S+)(?:\s+(\S+))?(?:\s+(\S+))?$")
@@ -41,7 +46,7 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
         if line.number in claimed or line.bullet or not m or not near(lines, i, _ANCHOR, 25, 25):
             i += _package_line(lines, i, claimed, out)
             continue
-        label, value = m.group(1), m.group(2).strip()
+        label, value = _LABEL[m.group(1).lower()], m.group(2).strip()
         claimed.add(line.number)
         if value.lower() in _NOTHING and label != "GPU models and configuration":
             i += 1

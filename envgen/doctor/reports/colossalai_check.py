@@ -16,14 +16,15 @@ from envgen.doctor.reports._lines import Extracted, Line, fact, near, version
 
 FORMAT = "colossalai_check"
 _ANCHOR = re.compile(r"^(?:#### Installation Report ####|Colossal-AI version:|CUDA Version in "
-                     r"PyTorch Build:|PyTorch CUDA Version Match:|Found AOT CUDA Extension:)")
+                     r"PyTorch Build:|PyTorch CUDA Version Match:|Found AOT CUDA Extension:)", re.I)
 _FIELD = re.compile(r"^(Colossal-AI version|PyTorch version|PyTorch Version|System CUDA version|"
                     r"CUDA version required by PyTorch|CUDA Version|CUDA Version in PyTorch "
-                    r"Build):\s*(.*)$")
+                    r"Build)\s*[:：]\s*(.*)$", re.I)
 _FACT = {"Colossal-AI version": "frameworks.colossalai", "PyTorch version": "torch",
          "PyTorch Version": "torch", "System CUDA version": "nvcc", "CUDA Version": "nvcc",
          "CUDA version required by PyTorch": "torch_cuda",
          "CUDA Version in PyTorch Build": "torch_cuda"}
+_FACT_LOWER = {label.lower(): name for label, name in _FACT.items()}
 
 
 def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
@@ -36,7 +37,7 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
         label, value = m.group(1), version(m.group(2))
         if value is None:
             continue
-        name = _FACT[label]
+        name = _FACT_LOWER[label.lower()]
         note = "the nvcc of torch's CUDA_HOME, major.minor" if name == "nvcc" else ""
         out.append(fact(line, name, value, FORMAT, note=note))
         if name == "frameworks.colossalai":

@@ -22,6 +22,9 @@ _PIP_HEADER = re.compile(r"^Package\s+Version(?:\s+(?:Editable project location|
 _CONDA_HEADER = re.compile(r"^#\s*Name\s+Version\s+Build(?:\s+Channel)?\s*$")
 _ROW = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+(\S+)(?:\s+(\S+))?(?:\s+(\S+))?\s*$")
 _RULE = re.compile(r"^-{3,}\s+-{3,}")
+# "ubuntu 16.04 / python 3.7 / pytorch 0.4.1 / cuda 9.0" written as lines: prose, not a list
+_ENV_WORDS = {"ubuntu", "centos", "debian", "os", "python", "cuda", "cudnn", "gpu", "driver",
+              "nvcc", "gcc", "nccl", "windows"}
 
 
 def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
@@ -62,7 +65,8 @@ def _columns(lines: list[Line], i: int, claimed: set[int], out: list[Extracted])
             break
         rows.append((lines[j], row))
         j += 1
-    if not header and len(rows) < 3:
+    if not header and (len(rows) < 3 or any(
+            row.group(3) is None and row.group(1).lower() in _ENV_WORDS for _, row in rows)):
         return i + 1
     if header:
         claimed.add(lines[i].number)

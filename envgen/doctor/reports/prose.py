@@ -1,0 +1,216 @@
+"""Versions written in prose, in the title, in install commands and in paths; Windows signs.
+
+Input: the cleaned lines and the line numbers other parsers took (this parser runs last).
+Output, each fact with its line:
+- prose and compact versions: "Running Pytorch 1.70, CUDA 10.1, python=3.6.9",
+  "colossalai-0.1.8", "torch1.8cu10.1", "python3.8", "Ubuntu1804", "CentOS release 6.8",
+  "driver 410.48" (format "prose"; "title" on the paste's first line). A range ("torch>1.11",
+  "Pytorch2.12 and above") states no version. A bare "CUDA 10.1" does not say which CUDA:
+  explain only. torch 1.x stopped at 1.13, so "Pytorch 1.70" is read as 1.7.0, with a note;
+- install commands ("pip install torch==1.13.1 --extra-index-url …/whl/cu117", "conda install
+  pytorch cudatoolkit=10.0", "conda create -n x python=3.9"): what was asked for, ranked below
+  everything else (format "install_command");
+- paths: ".../lib/python3.8/site-packages/", "….cpython-310-x86_64-linux-gnu.so",
+  "torch_extensions/py39_cu117/" (torch's build directory: Python and torch.version.cuda),
+  an environment's name "envs/py38-pt110/" (format "path"; a name is a label, ranked last);
+- an NGC image "nvcr.io/nvidia/pytorch:23.09-py3": its versions only where the repository's
+  data cites NVIDIA's release notes for that tag (matrix/curated/upstream.toml), otherwise the
+  image alone, explain only, versions unknown;
+- Windows: a prompt "C:\\…>", a drive path "C:\\Users\\…", MSVC's "cl.exe" / "LNK1181",
+  "on Windows", a "win_amd64" wheel → platform windows (format "windows_sign").
+"""
+
+from __future__ import annotations
+
+import re
+
+from envgen.doctor.reports._lines import Extracted, Line, fact
+
+_V = r"v?(\d+\.\d+(?:\.\d+)?(?:\.dev\d+|a\d+|rc\d+)?(?:\+[A-Za-z0-9_.]+)?)"
+_SEP = r"(?:\s*(?:version|ver\.?)\b)?\s*[:=\-]?\s*\(?"
+_TORCH = re.compile(r"(?<![\w/.\\-])(?:py)?torch" + _SEP + _V + r"(?:\s*cu(\d+(?:\.\d+)?))?",
+                    re.I)
+_PYTHON = re.compile(r"(?<![\w/.\\-])python" + _SEP + r"v?([23]\.\d{1,2}(?:\.\d+)?)(?![\w/])",
+                     re.I)
+_FRAMEWORK = re.compile(r"(?<![\w/.\\-])(deepspeed|colossal-?ai|megatron[-_]core)" + _SEP + _V,
+                        re.I)
+_GCC = re.compile(r"(?<![\w/.\\\[-])(?:gcc|g\+\+)" + _SEP + r"(\d+\.\d+(?:\.\d+)?)\b", re.I)
+_DRIVER = re.compile(r"\bdriver" + _SEP + r"(\d{3}\.\d{2,3}(?:\.\d{2})?)\b", re.I)
+_CUDA = re.compile(r"(?<![\w/.\\-])cuda" + _SEP + r"(\d{1,2}(?:\.\d+){0,2})\b(?![.\d])", re.I)
+_RANGE_AFTER = re.compile(r"^\s*(?:\+(?![\w.])|and (?:above|later|newer|up)|or (?:above|later|"
+                          r"newer|higher)|[-~]\s*\d|\.x\b)", re.I)
+_OS = (
+    (re.compile(r"\bubuntu[\s-]*(\d{2})\.?(0[4-9]|10)\b", re.I), "Ubuntu {}.{}"),
+    (re.compile(r"\bcentos(?:\s+linux)?(?:\s+release)?\s*(\d+)(?:\.(\d+))?", re.I), "CentOS {}.{}"),
+    (re.compile(r"\bred hat enterprise linux(?:\s+\w+)?(?:\s+release)?\s+(\d+)(?:\.(\d+))?",
+                re.I), "Red Hat Enterprise Linux {}.{}"),
+)
+_INSTALL = re.compile(r"\b(?:pip3?|conda|mamba|micromamba|uv\s+pip)\s+(?:install|create)\b", re.I)
+_PIN = re.compile(r"(?<![\w.-])(pytorch|torch|deepspeed|colossalai|megatron[-_]core|python)\s*"
+                  r"={1,3}\s*(\d+(?:\.\d+)+(?:\+\w+)?)\b", re.I)
+_EXAMPLE = re.compile(r"\[e\.g\.[^\]]*\]|\(e\.g\.[^)]*\)", re.I)
+_PYTHON_COMPACT = re.compile(r"(?<![\w/.\\-])python(3)(\d{1,2})(?![\w./])", re.I)
+_PIP_PROGRESS = re.compile(r"^(?:Collecting|Using cached|Downloading|Building wheel for)\s", re.I)
+_WHL_CUDA = re.compile(r"download\.pytorch\.org/whl/(?:nightly/)?cu(\d+)\b", re.I)
+_CONDA_CUDA = re.compile(r"\b(?:cudatoolkit|pytorch-cuda)\s*==?\s*(\d+\.\d+)", re.I)
+_SITE = re.compile(r"/lib/python(\d\.\d+)/(?:site|dist)-packages\b")
+_CPYTHON = re.compile(r"\.cpython-(\d)(\d+)m?-(x86_64|aarch64)-linux-gnu\.so\b")
+_EXT_DIR = re.compile(r"torch_extensions/py(\d)(\d+)_cu(\d+)/")
+_ENV = re.compile(r"[/\\]envs[/\\]([\w.-]+)[/\\]")
+_NGC = re.compile(r"\bnvcr\.io/nvidia/pytorch:(\d{2}\.\d{2})-py3\b", re.I)
+_WINDOWS = re.compile(r"^[A-Z]:\\[^>]*>|\b[A-Z]:\\(?:Users|Windows|Program Files|ProgramData)\b|"
+                      r"\bcl\.exe\b|\bLNK\d{4}\b|\bon Windows\b|\bwin_amd64\b", re.I)
+# NGC tags whose versions the repository's data cites from NVIDIA's release notes
+_NGC_TAGS = {"25.12": {"torch": "2.10.0a0+b4e4ee81d3", "torch_cuda": "13.1", "python": "3.12"}}
+_NGC_SOURCE = "https://docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes/rel-25-12.html"
+
+
+def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
+    out: list[Extracted] = []
+    windows = False
+    for line in lines:
+        if not line.text:
+            continue
+        out.extend(_paths(line))
+        if not windows and _WINDOWS.search(line.source):
+            windows = True
+            out.append(fact(line, "platform", "windows", "windows_sign",
+                            note="a Windows prompt, drive path, MSVC message or wheel"))
+        if line.number in claimed and line.number != 1:  # the title is read whole
+            continue
+        if _INSTALL.search(line.text):
+            out.extend(_install(line))
+        else:
+            out.extend(_prose(line))
+    return out
+
+
+def _prose(line: Line) -> list[Extracted]:
+    fmt = "title" if line.number == 1 else "prose"
+    if _PIP_PROGRESS.match(line.text):  # pip fetching what it was asked to install
+        fmt = "install_command"
+    text = _EXAMPLE.sub("", line.text)  # a template's "[e.g. Ubuntu 18.04]" states nothing
+    out: list[Extracted] = []
+    for m in _TORCH.finditer(text):
+        if _RANGE_AFTER.match(text[m.end():]):
+            continue
+        value, note = _torch_version(m.group(1))
+        out.append(fact(line, "torch", value, fmt, note=note))
+        cuda = m.group(2) or _local_cuda(value)
+        if cuda:
+            out.append(fact(line, "torch_cuda", _cuda(cuda), fmt))
+    for m in _FRAMEWORK.finditer(text):
+        if not _RANGE_AFTER.match(text[m.end():]):
+            name = m.group(1).lower().replace("_", "-").replace("colossal-ai", "colossalai")
+            out.append(fact(line, f"frameworks.{name}", m.group(2), fmt))
+            out.append(fact(line, f"packages.{name}", m.group(2), fmt))
+    simple = ((_PYTHON, "python"), (_GCC, "gcc"), (_DRIVER, "driver"))
+    for pattern, name in simple:
+        for m in pattern.finditer(text):
+            if not _RANGE_AFTER.match(text[m.end():]):
+                out.append(fact(line, name, m.group(1), fmt))
+    for m in _PYTHON_COMPACT.finditer(text):  # "python37"
+        out.append(fact(line, "python", f"{m.group(1)}.{m.group(2)}", fmt))
+    for m in _CUDA.finditer(text):
+        if not _RANGE_AFTER.match(text[m.end():]):
+            out.append(fact(line, "cuda", m.group(1), fmt, kept=False, note="explain only: a "
+                            "bare \"CUDA\" may be the toolkit's, torch's build or the driver's"))
+    named = [(m, shape) for pattern, shape in _OS for m in [pattern.search(text)] if m]
+    if len(named) == 1:  # "CentOS 7.9 & Ubuntu 18.04" says no one system
+        m, shape = named[0]
+        out.append(fact(line, "os", shape.format(m.group(1), m.group(2) or "x")
+                        .removesuffix(".x"), fmt))
+    return out
+
+
+def _torch_version(value: str) -> tuple[str, str]:
+    """torch 1.x ended at 1.13: "1.70" is 1.7.0 written without its dot."""
+    m = re.fullmatch(r"1\.([1-9])0", value)
+    if m:
+        read = f"1.{m.group(1)}.0"
+        return read, f"written {value}; torch 1.x ended at 1.13, read as {read}"
+    return value, ""
+
+
+def _local_cuda(value: str) -> str | None:
+    m = re.search(r"\+cu(\d+)$", value)
+    return m.group(1) if m else None
+
+
+def _cuda(value: str) -> str:
+    """"10.1" stays; a wheel tag's "121" is 12.1, "92" 9.2 (the last digit is the minor)."""
+    return value if "." in value else f"{value[:-1]}.{value[-1]}"
+
+
+def _install(line: Line) -> list[Extracted]:
+    note = "what an install command asked for, maybe never installed"
+    out: list[Extracted] = []
+    torch = False
+    for m in _PIN.finditer(line.text):
+        name, value = m.group(1).lower(), m.group(2)
+        if name in ("torch", "pytorch"):
+            torch = True
+            out.append(fact(line, "torch", value, "install_command", note=note))
+        elif name == "python":
+            out.append(fact(line, "python", value, "install_command", note=note))
+        else:
+            key = name.replace("_", "-")
+            out.append(fact(line, f"frameworks.{key}", value, "install_command", note=note))
+    torch = torch or bool(re.search(r"(?<![\w/.-])(?:py)?torch\b", line.text, re.I))
+    cuda = _WHL_CUDA.search(line.text)
+    conda = _CONDA_CUDA.search(line.text)
+    if torch and (cuda or conda):
+        value = _cuda(cuda.group(1)) if cuda else conda.group(1)
+        out.append(fact(line, "torch_cuda", value, "install_command", note=note))
+    return out
+
+
+def _paths(line: Line) -> list[Extracted]:
+    text = line.text
+    out: list[Extracted] = []
+    site = _SITE.search(text)
+    if site:
+        out.append(fact(line, "python", site.group(1), "path",
+                        note="the interpreter directory of a site-packages path"))
+    cpython = _CPYTHON.search(text)
+    if cpython:
+        out.append(fact(line, "python", f"{cpython.group(1)}.{cpython.group(2)}", "path",
+                        note="an extension module's CPython tag"))
+        out.append(fact(line, "platform", f"linux-{cpython.group(3)}", "path",
+                        note="an extension module's platform tag"))
+    ext = _EXT_DIR.search(text)
+    if ext:
+        note = "torch's extension build directory py<python>_cu<torch.version.cuda>"
+        out.append(fact(line, "python", f"{ext.group(1)}.{ext.group(2)}", "path", note=note))
+        out.append(fact(line, "torch_cuda", _cuda(ext.group(3)), "path", note=note))
+    env = _ENV.search(text)
+    if env:
+        out.extend(_env_name(line, env.group(1)))
+    ngc = _NGC.search(text)
+    if ngc:
+        out.extend(_ngc(line, ngc.group(0), ngc.group(1)))
+    return out
+
+
+def _env_name(line: Line, name: str) -> list[Extracted]:
+    """"py38-pt110" → Python 3.8, torch 1.10: a name someone chose, so ranked last."""
+    note = f"from the environment's name {name}: a label, not a check"
+    out = []
+    for part in re.split(r"[-_]", name.lower()):
+        m = re.fullmatch(r"py(3)(\d{1,2})", part)
+        if m:
+            out.append(fact(line, "python", f"3.{m.group(2)}", "env_name", note=note))
+        m = re.fullmatch(r"pt([12])(\d{1,2})", part)
+        if m:
+            out.append(fact(line, "torch", f"{m.group(1)}.{m.group(2)}", "env_name", note=note))
+    return out
+
+
+def _ngc(line: Line, image: str, tag: str) -> list[Extracted]:
+    known = _NGC_TAGS.get(tag)
+    if not known:
+        return [fact(line, "image", image, "ngc_image", kept=False,
+                     note="explain only: NVIDIA's container; its torch, CUDA and Python are "
+                     "not in envgen's data for this tag, so they are unknown")]
+    note = f"NVIDIA's release notes for {image} ({_NGC_SOURCE})"
+    return [fact(line, name, value, "ngc_image", note=note) for name, value in known.items()]
