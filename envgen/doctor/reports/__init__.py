@@ -55,7 +55,7 @@ _RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 
          "env_name": 10}
 _NVCC_RANK = {"ds_report": 0, "colossalai_check": 1, "error": 2, "collect_env": 3,
               "nvcc_version": 3}
-_DICTS = ("packages", "frameworks", "import_errors")
+_DICTS = ("packages", "frameworks", "import_errors", "errors")
 # versions kept for explain only that still make a report recognisable (not exit 2)
 _EXPLAIN_VERSIONS = {"cuda", "nccl", "image", "driver_max_cuda", "gpu_models"}
 
