@@ -39,13 +39,20 @@ the master and reachable from every node (a real listener and real connections, 
 *_SOCKET_IFNAME address where one is set); then a real all_reduce across all nodes (gloo;
 NCCL when every node has GPUs) with checked values, its time and bus bandwidth — a hang names
 the rank that did not arrive. Nothing is installed on the nodes: only their Python runs (and
-torch for the collective). NCCL_*, GLOO_*, TORCH_NCCL_* and TP_SOCKET_IFNAME of this shell
-are exported to every node, as DeepSpeed's runner exports NCCL_*.
+torch for the collective). For a hostfile (DeepSpeed's runner, pdsh) the checks and the
+collective run with what the runner exports, names and values: this shell's NCCL_*, PYTHON*,
+UCX*, MV2*, MLFLOW* variables and the lines of ~/.deepspeed_env and ./.deepspeed_env
+(DS_ENV_FILE), at the master address it picks (the first word of `hostname -I` on the first
+host, unless MASTER_ADDR / --master-addr is given), and the PATH a non-interactive SSH session
+gets on each node is checked for the environment's bin folder; otherwise NCCL_*, GLOO_*,
+TORCH_NCCL_* and TP_SOCKET_IFNAME of this shell and the lines of a .deepspeed_env are exported
+to every node.
 
 time limits: the name lookups take at most --connect-timeout in all (16 to 256 at a time, more
 for more nodes); each remote step at most its limit per node and twice that on all nodes
 together (up to 128 at a time); SIGTERM or Ctrl-C ends the preflight within 2 s at any point
-(exit 143 / 130), killing every ssh it started; the programs on the nodes end with it.
+(exit 143 / 130) and prints the findings made until then, killing every ssh it started; the
+programs on the nodes end with it.
 
 Every command printed has each value quoted for the shell (for the node's shell too, over
 ssh); every value from a file or a node is shown with its control characters escaped.
@@ -121,12 +128,37 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         collective_timeout=args.collective_timeout, backend=args.backend, device=args.device,
         size_mb=args.size_mb, ifname=args.ifname,
         frameworks=tuple(f.strip() for f in args.framework))
-    result = preflight(req, matrix=ctx.matrix, progress=ctx.progress)
+    try:
+        result = preflight(req, matrix=ctx.matrix, progress=ctx.progress)
+    except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: what was found so far, then 130/143
+        partial = getattr(exc, "partial", None)
+        if partial is None:
+            raise
+        return _interrupted(exc, partial, ctx)
     if ctx.json:
         dump_json(result.to_dict(), ctx.out)
     else:
         print(render(result), file=ctx.out)
     return 0 if result.ok else 1
+
+
+def _interrupted(exc: KeyboardInterrupt, partial, ctx: Context) -> int:
+    """Print the findings made before the interrupt and return 128 + the signal (130 for
+    Ctrl-C, 143 for SIGTERM); the steps' programs were killed by the preflight already."""
+    import signal
+    import sys
+
+    signum = getattr(exc, "signum", signal.SIGINT)
+    name = signal.Signals(signum).name
+    message = f"interrupted by {name} during {partial.interrupted}; nothing was written"
+    if ctx.json:
+        doc = partial.to_dict()
+        doc["error"] = {"kind": "interrupted", "message": message, "fix": None, "source": name}
+        dump_json(doc, ctx.out)
+    else:
+        print(render(partial), file=ctx.out)
+    print(f"envgen: {message}", file=sys.stderr)
+    return 128 + signum
 
 
 def _table(result) -> list[str]:
@@ -166,8 +198,13 @@ def render(result) -> str:
     counts = {s: sum(1 for f in result.findings if f.severity == s)
               for s in ("error", "warning", "info")}
     summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n)
-    out += ["", ("no problems found: the job can launch as far as these checks go" if
-                 result.ok else summary) + (f" ({summary})" if result.ok and summary else "")]
+    if result.interrupted:
+        verdict = f"interrupted during {result.interrupted}: the findings so far"
+    elif result.ok:
+        verdict = "no problems found: the job can launch as far as these checks go"
+    else:
+        verdict = summary
+    out += ["", verdict + (f" ({summary})" if summary and verdict != summary else "")]
     wrap = textwrap.TextWrapper(width=100, subsequent_indent=" " * 11, break_long_words=False,
                                 break_on_hyphens=False)
     for f in result.findings:

@@ -8,8 +8,13 @@ JSON lines and never raises: every probe catches its own errors and reports them
   (and this node's own host name) resolves to, every address on this node's interfaces, the
   interfaces (up, loopback, IPv4 and IPv6 with prefix length), /dev/shm's size, the memlock
   limit, the usable CPUs, the launcher/NCCL/Gloo/Slurm variables, ``nvidia-smi``'s GPU list,
-  the count of /dev/nvidiaN, and with ``--port`` whether 0.0.0.0:P can be bound (and, when it
-  cannot, which process holds it, read from /proc where readable).
+  the count of /dev/nvidiaN, ``hostname -I`` (the command DeepSpeed's runner asks the first
+  host for its master address), the PATH this session was given and what ``python``,
+  ``python3``, ``ninja`` and ``deepspeed`` are on it (an SSH session runs no login shell: this
+  is the launcher's view, not the one of a user who logs in), the open-files limit, the
+  ephemeral port range, and with ``--port`` whether 0.0.0.0:P can be bound (and, when it
+  cannot, which process holds it — a listener, or an outgoing connection whose local port it
+  is — read from /proc where readable).
 - ``listen --port P --seconds S [--expect N]``: binds 0.0.0.0:P; first line says whether it
   listens (exit 1 and the holder when not); accepts for S seconds or N connections, echoing the
   handshake line ``envgen-preflight`` to each peer that sends it; last line names the peers.
@@ -175,9 +180,25 @@ def interfaces() -> tuple:
 # ---------------------------------------------------------------- ports and their holders
 
 
-def _listen_inodes(port: int) -> list:
-    """Inodes of the sockets bound to ``port`` (LISTEN first) in /proc/net/tcp and tcp6."""
-    listening, bound = [], []
+TCP_ESTABLISHED = "01"
+
+
+def _hex_address(text: str) -> str:
+    """``0100007F:1F90`` (a /proc/net/tcp address, host byte order per 32-bit word) →
+    ``127.0.0.1:8080``; IPv6 in brackets."""
+    addr, port = text.split(":")
+    raw = bytes.fromhex(addr)
+    words = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+    if len(words) == 4:
+        return f"{socket.inet_ntop(socket.AF_INET, words)}:{int(port, 16)}"
+    return f"[{socket.inet_ntop(socket.AF_INET6, words)}]:{int(port, 16)}"
+
+
+def _port_sockets(port: int) -> list:
+    """(inode, state, remote address) of the sockets whose local port is ``port``: LISTEN
+    first, then bound-but-unconnected ones, then connections (an outgoing connection that
+    the kernel gave ``port`` as its local port holds it too)."""
+    listening, bound, connected = [], [], []
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             with open(table) as f:
@@ -191,16 +212,49 @@ def _listen_inodes(port: int) -> list:
             if int(cols[1].rsplit(":", 1)[1], 16) != port:
                 continue
             if cols[3] == TCP_LISTEN:
-                listening.append(cols[9])
+                listening.append((cols[9], "listening", None))
             elif set(cols[2].replace(":", "")) == {"0"}:  # bound, not connected
-                bound.append(cols[9])
-    return [i for i in listening + bound if i != "0"]
+                bound.append((cols[9], "bound", None))
+            else:
+                try:
+                    remote = _hex_address(cols[2])
+                except (ValueError, OSError):
+                    remote = None
+                state = "connected" if cols[3] == TCP_ESTABLISHED else "connection"
+                connected.append((cols[9], state, remote))
+    return listening + bound + connected
 
 
-def port_holder(port: int):
+def _listen_inodes(port: int) -> list:
+    """Inodes of the sockets bound to ``port`` (LISTEN first) in /proc/net/tcp and tcp6."""
+    return [i for i, _state, _remote in _port_sockets(port) if i != "0"]
+
+
+def port_owner(port: int) -> dict:
+    """What holds ``port``: {"how": listening | bound | connected | connection, "remote": the
+    peer of a connection, "pid", "cmd"}; {} when /proc shows no socket on it."""
+    try:
+        found = _port_sockets(port)
+    except Exception:
+        return {}
+    if not found:
+        return {}
+    inode, how, remote = found[0]
+    out = {"how": how, "remote": remote, "pid": None, "cmd": None}
+    if inode == "0":  # TIME_WAIT and the like: no process owns it any more
+        out["how"] = "closing connection"
+        return out
+    holder = port_holder(port, inodes=[inode])
+    if holder and holder.startswith("pid "):
+        pid, _, cmd = holder[4:].partition(": ")
+        out["pid"], out["cmd"] = int(pid), cmd
+    return out
+
+
+def port_holder(port: int, inodes=None):
     """``"pid N: cmdline"`` of the process holding ``port``, best effort (None if unreadable)."""
     try:
-        inodes = _listen_inodes(port)
+        inodes = inodes if inodes is not None else _listen_inodes(port)
         if not inodes:
             return None
         targets = {f"socket:[{i}]" for i in inodes}
@@ -243,7 +297,9 @@ def port_check(port: int) -> dict:
         _bind(port).close()
     except OSError as exc:
         holder = port_holder(port) if exc.errno == errno.EADDRINUSE else None
-        return {"port": port, "free": False, "error": err_text(exc), "holder": holder}
+        owner = port_owner(port) if exc.errno == errno.EADDRINUSE else {}
+        return {"port": port, "free": False, "error": err_text(exc), "holder": holder,
+                "owner": owner}
     except Exception as exc:  # OverflowError: port out of range
         return {"port": port, "free": False, "error": err_text(exc), "holder": None}
     return {"port": port, "free": True, "error": None, "holder": None}
@@ -273,6 +329,69 @@ def _memlock() -> object:
         return "unlimited" if v == resource.RLIM_INFINITY else v
 
     return {"soft": show(soft), "hard": show(hard)}
+
+
+def _nofile() -> object:
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except Exception:
+        return None
+
+    def show(v: int) -> object:
+        return "unlimited" if v == resource.RLIM_INFINITY else v
+
+    return {"soft": show(soft), "hard": show(hard)}
+
+
+def _port_range() -> object:
+    """The kernel's ephemeral port range (ports it hands to outgoing connections and to
+    ``bind(port 0)``): /proc/sys/net/ipv4/ip_local_port_range."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = f.read().split()[:2]
+        return [int(low), int(high)]
+    except (OSError, ValueError):
+        return None
+
+
+HOSTNAME_I_SECONDS = 5
+TOOLS = ("python", "python3", "ninja", "deepspeed", "pdsh")
+
+
+def _hostname_i() -> dict:
+    """``hostname -I`` as DeepSpeed's runner runs it on the first host (its master address is
+    the first word)."""
+    out = {"rc": None, "stdout": "", "error": None}
+    path = shutil.which("hostname")
+    if not path:
+        out["error"] = "hostname: command not found"
+        return out
+    try:
+        proc = subprocess.run([path, "-I"], capture_output=True, timeout=HOSTNAME_I_SECONDS)
+    except subprocess.TimeoutExpired:
+        out["error"] = f"hostname -I did not answer in {HOSTNAME_I_SECONDS} s"
+        return out
+    except OSError as exc:
+        out["error"] = err_text(exc)
+        return out
+    out["rc"] = proc.returncode
+    out["stdout"] = proc.stdout.decode("utf-8", "replace")[:4000]
+    if proc.returncode != 0:
+        out["error"] = proc.stderr.decode("utf-8", "replace").strip()[-500:] or None
+    return out
+
+
+def _session() -> dict:
+    """The PATH this process was given and what the launcher's commands find on it; the
+    interpreter's own folder and which of the tools it holds."""
+    here = os.path.dirname(sys.executable or "")
+    return {"path": os.environ.get("PATH"), "executable": sys.executable,
+            "shell": os.environ.get("SHELL"),
+            "which": {t: shutil.which(t) for t in TOOLS},
+            "beside_python": {t: os.path.exists(os.path.join(here, t)) for t in TOOLS}
+            if here else {}}
 
 
 def _cpus() -> object:
@@ -347,6 +466,10 @@ def facts(names: list, port) -> dict:
         "interfaces_error": ifaces_error,
         "shm": _shm(),
         "memlock": _memlock(),
+        "nofile": _nofile(),
+        "port_range": _port_range(),
+        "hostname_i": _safe(_hostname_i),
+        "session": _safe(_session),
         "cpus": _cpus(),
         "env": _env(),
         "nvidia_smi": _nvidia_smi(),

@@ -15,10 +15,10 @@ from pathlib import Path
 
 from envgen.doctor.findings import Finding
 from envgen.errors import UsageError
-from envgen.shellcmd import command
+from envgen.shellcmd import command, ssh
 from envgen.userfile import read_text
 
-__all__ = ["deepspeed_env_file", "not_forwarded"]
+__all__ = ["deepspeed_env_file", "not_forwarded", "session_path", "view_finding"]
 
 
 def deepspeed_env_file(catalog, environ: Mapping[str, str], cwd: Path,
@@ -55,8 +55,9 @@ def not_forwarded(catalog, exported: Mapping[str, str], environ: Mapping[str, st
             "env-not-forwarded",
             f"{var}={value} is set here, but DeepSpeed's multi-node runner exports only "
             f"{', '.join(p + '*' for p in catalog.deepspeed_export_prefixes)} and the lines of "
-            f"{catalog.deepspeed_env_file}: the other nodes' ranks will not have it (the "
-            "preflight passed it to them for its own check)",
+            f"{catalog.deepspeed_env_file}: no rank will have it (pdsh starts the ranks on "
+            "every node, this one too, over ssh), so the preflight ran its checks and its "
+            "collective without it, as the launch will run",
             {"variable": var, "value": value, "env_files": [str(p) for p in files],
              "exported_prefixes": list(catalog.deepspeed_export_prefixes)},
             f"add `{var}={value}` to ~/{catalog.deepspeed_env_file} on the launching node (or "
@@ -72,3 +73,71 @@ def _append(line: str, name: str) -> str | None:
         return None
     how = ("printf", "%s\\n") if "\\" in line else ("echo",)
     return f"{command(*how, line)} >> ~/{name}"
+
+
+# what a rank or the launcher starts by name, looked up on the session's PATH
+_BY_NAME = ("ninja", "deepspeed", "python", "python3")
+
+
+def session_path(catalog, facts: dict[str, dict], python: str,
+                 exported: Mapping[str, str]) -> list[Finding]:
+    """launcher-path: a node whose non-interactive SSH session (the one the launcher's
+    commands and the preflight's own programs run in) has a PATH without the folder of the
+    job's Python, so that tools installed beside it (ninja, deepspeed, python) are not found
+    or are other ones. Nothing when the launcher exports PATH itself (a PATH line in its
+    environment file)."""
+    if "PATH" in exported or not os.path.isabs(python):
+        return []
+    folder = os.path.dirname(python)
+    out = []
+    for node, doc in facts.items():
+        session = doc.get("session") or {}
+        path = session.get("path")
+        if not isinstance(path, str):
+            continue
+        entries = [os.path.normpath(e) for e in path.split(":") if e]
+        if os.path.normpath(folder) in entries:
+            continue
+        beside = session.get("beside_python") or {}
+        which = session.get("which") or {}
+        lost = {t: which.get(t) for t in _BY_NAME if beside.get(t)
+                and which.get(t) != os.path.join(folder, t)}
+        if not lost:
+            continue
+        said = "; ".join(f"`{t}` is {w}" if w else f"`{t}` is not found" for t, w in lost.items())
+        severe = "ninja" in lost and lost["ninja"] is None
+        out.append(catalog.finding(
+            "launcher-path",
+            f"{node}: a non-interactive SSH session (what pdsh / DeepSpeed's runner and mpirun "
+            f"start the ranks in: no login shell) has PATH={path}, without {folder}: {said}, "
+            f"although {', '.join(lost)} {'is' if len(lost) == 1 else 'are'} in {folder} — "
+            "works when you ssh in, fails in the launcher"
+            + (" (torch's JIT op builds stop with 'Ninja is required to load C++ extensions')"
+               if severe else ""),
+            {"node": node, "path": path, "folder": folder, "which": which,
+             "lost": sorted(lost)},
+            f"put {folder} first on the PATH of non-interactive SSH sessions on {node}: "
+            f"`SetEnv PATH={folder}:{path}` in {node}:/etc/ssh/sshd_config (then reload sshd), "
+            f"or add the line `PATH={folder}:{path}` to ~/{catalog.deepspeed_env_file} on the "
+            "launching node (DeepSpeed exports it to every rank)",
+            ssh(node, "sh", "-c", "echo \"$PATH\"; command -v ninja python"),
+            severity=None if severe else "warning"))
+    return out
+
+
+def view_finding(catalog, view, *, exported: Mapping[str, str], master: str | None,
+                 master_said: str | None) -> Finding:
+    """launcher-view (info): what the launcher will export and which master address it uses,
+    with where each comes from."""
+    from envgen.validate import shown
+
+    items = [f"{k}={shown(v)[:120]} ({view.origins.get(k, 'this preflight')})"
+             for k, v in sorted(exported.items())]
+    said = "; ".join(items) if items else "nothing"
+    files = ", ".join(view.files) if view.files else f"no {catalog.deepspeed_env_file} found"
+    where = f"; master address {master} ({master_said})" if master else ""
+    return catalog.finding(
+        "launcher-view",
+        f"{view.launcher or 'the launch'} exports to every rank: {said} [{files}]{where}; the "
+        "checks and the collective below ran with exactly these",
+        view.to_dict() | {"exported": dict(exported)}, "", None)

@@ -17,7 +17,7 @@ from envgen.preflight.remote import Outcome, Runner, program
 from envgen.shellcmd import ssh
 from envgen.workers import MISSING, run_all, threads_for
 
-__all__ = ["MasterCheck", "master_node", "port_taken", "reach"]
+__all__ = ["MasterCheck", "master_node", "on_link", "port_ephemeral", "port_taken", "reach"]
 
 
 def master_node(master_addr: str, facts: dict[str, dict], resolved: dict[str, list[str]]
@@ -35,20 +35,79 @@ def master_node(master_addr: str, facts: dict[str, dict], resolved: dict[str, li
     return None
 
 
+def _owner_text(owner: dict, holder: str | None) -> str:
+    """Who holds the port, as node_probe's port_owner saw it."""
+    proc = f"pid {owner['pid']}: {owner.get('cmd') or '?'}" if owner.get("pid") else None
+    how = owner.get("how")
+    if how in ("connected", "connection"):
+        return (f"an outgoing connection to {owner.get('remote') or '?'} that was given it as "
+                f"its local port ({proc or 'its process is not readable here'})")
+    if how == "closing connection":
+        return (f"a closing connection to {owner.get('remote') or '?'} (TIME_WAIT: no process; "
+                "the kernel frees it within a minute)")
+    if how == "listening":
+        return f"a listener ({proc or holder or 'its process is not readable here'})"
+    return proc or holder or "a socket bound to it"
+
+
 def port_taken(catalog, master: str, port: int, doc: dict) -> Finding | None:
     info = doc.get("port") or {}
     if info.get("free") is not False:
         return None
     holder = info.get("holder")
+    owner = info.get("owner") or {}
+    who = _owner_text(owner, holder) if (owner or holder) else None
+    outgoing = owner.get("how") in ("connected", "connection", "closing connection")
+    fix = ("pick a MASTER_PORT outside the ephemeral range (see master-port-ephemeral), e.g. "
+           "29500, or reserve it: `sysctl -w net.ipv4.ip_local_reserved_ports=PORT`; the "
+           "connection that holds it now ends by itself" if outgoing else
+           f"stop what holds port {port} on {master} (a rank of an earlier job still running?), "
+           "or pick a free port: MASTER_PORT=<port> (DeepSpeed: --master_port, torchrun: "
+           "--master-port)")
     return catalog.finding(
         "master-port-taken",
         f"MASTER_PORT {port} is already in use on the master {master}"
-        + (f" (by {holder})" if holder else "") + f": {info.get('error') or 'bind failed'}",
-        {"node": master, "port": port, "error": info.get("error"), "holder": holder},
-        f"stop what holds port {port} on {master} (a rank of an earlier job still running?), "
-        "or pick a free port: MASTER_PORT=<port> (DeepSpeed: --master_port, torchrun: "
-        "--master-port)",
-        ssh(master, "ss", "-ltnp", "sport", "=", f":{port}"))
+        + (f" (by {who})" if who else "") + f": {info.get('error') or 'bind failed'}",
+        {"node": master, "port": port, "error": info.get("error"), "holder": holder,
+         "owner": owner},
+        fix, ssh(master, "ss", "-tanp", "sport", "=", f":{port}"))
+
+
+def port_ephemeral(catalog, master: str, port: int, doc: dict) -> Finding | None:
+    """master-port-ephemeral when ``port`` lies in the master's ip_local_port_range."""
+    span = doc.get("port_range")
+    if not (isinstance(span, list) and len(span) == 2 and span[0] <= port <= span[1]):
+        return None
+    return catalog.finding(
+        "master-port-ephemeral",
+        f"MASTER_PORT {port} lies in {master}'s ephemeral port range {span[0]}-{span[1]} "
+        "(net.ipv4.ip_local_port_range): any outgoing connection there may be given it and "
+        "hold it when the job starts",
+        {"node": master, "port": port, "port_range": span},
+        f"pick a MASTER_PORT below {span[0]} (29500 is torchrun's and DeepSpeed's default), or "
+        f"reserve it on {master}: `sysctl -w net.ipv4.ip_local_reserved_ports={port}`",
+        ssh(master, "cat", "/proc/sys/net/ipv4/ip_local_port_range"))
+
+
+def on_link(address: str, doc: dict) -> bool | None:
+    """Whether a node (its node_probe facts) has an address in the same network as
+    ``address``; None when that cannot be told."""
+    import ipaddress
+
+    try:
+        target = ipaddress.ip_address(address)
+    except ValueError:
+        return None
+    nets = []
+    for info in (doc.get("interfaces") or {}).values():
+        for cidr in (info.get("ipv4") or []) + (info.get("ipv6") or []):
+            try:
+                nets.append(ipaddress.ip_interface(cidr).network)
+            except ValueError:
+                continue
+    if not nets:
+        return None
+    return any(target in n for n in nets if n.version == target.version)
 
 
 @dataclass(frozen=True)
@@ -59,10 +118,12 @@ class MasterCheck:
 
 
 def reach(catalog, master_runner: Runner, runners: list[Runner], *, master_addr: str,
-          port: int, sources: dict[str, str | None], timeout: float, listen_seconds: float
-          ) -> MasterCheck:
+          port: int, sources: dict[str, str | None], timeout: float, listen_seconds: float,
+          picked: str | None = None, facts: dict[str, dict] | None = None) -> MasterCheck:
     """A listener on the master port, then a connection to MASTER_ADDR:MASTER_PORT from every
-    node (from the *_SOCKET_IFNAME address where one is set)."""
+    node (from the *_SOCKET_IFNAME address where one is set). ``picked``: how the launcher
+    chose the address (DeepSpeed's `hostname -I`), said in the findings; ``facts``: the nodes'
+    facts, to tell an address on no network of the node from a dropped port."""
     text = program("node_probe.py")
     listener = master_runner.start(text, ["listen", "--port", str(port), "--seconds",
                                           f"{listen_seconds:.0f}", "--expect",
@@ -115,16 +176,41 @@ def reach(catalog, master_runner: Runner, runners: list[Runner], *, master_addr:
         if doc.get("ok"):
             continue
         out.append(_connect_finding(catalog, runner.node, doc, master_addr, port,
-                                    sources.get(runner.node)))
+                                    sources.get(runner.node), picked,
+                                    (facts or {}).get(runner.node)))
     return MasterCheck(tuple(out), tuple(lost), True)
 
 
 def _connect_finding(catalog, node: str, doc: dict, master_addr: str, port: int,
-                     source: str | None) -> Finding:
+                     source: str | None, picked: str | None = None,
+                     node_facts: dict | None = None) -> Finding:
+    from envgen.preflight.checks_names import is_loopback
+
     kind_of = doc.get("kind")
     error = doc.get("error") or kind_of
     evidence = {"node": node, "master_addr": master_addr, "port": port, "error": error,
-                "failure": kind_of, "source": source, "seconds": doc.get("seconds")}
+                "failure": kind_of, "source": source, "seconds": doc.get("seconds"),
+                "picked": picked, "address": doc.get("address")}
+    address = doc.get("address")
+    if address and is_loopback(address) and not is_loopback(master_addr):
+        return catalog.finding(
+            "name-loopback",
+            f"{node} → {master_addr}:{port}: {master_addr} resolves to {address} on {node}, a "
+            f"loopback answer, so {node} connected to itself ({error}); not a firewall",
+            evidence, f"remove the loopback line for {master_addr} from {node}:/etc/hosts (or "
+            "map it to the master's network address there)",
+            ssh(node, "getent", "ahosts", master_addr))
+    linked = on_link(master_addr, node_facts) if node_facts else None
+    if picked and linked is False and kind_of in ("timeout", "unreachable", "other"):
+        return catalog.finding(
+            "master-unreachable",
+            f"{node} cannot reach {master_addr}, the master address the launcher picks "
+            f"({picked}): {node} has no address on that network ({error})",
+            evidence, f"give the launcher an address every node reaches: `deepspeed "
+            f"--master_addr ADDR ...` (and --master-addr ADDR here), e.g. the master's address on "
+            f"the network {node} shares with it; or make the shared network's interface come "
+            "first in `hostname -I` on the master",
+            ssh(node, "ip", "route", "get", master_addr))
     if source and kind_of in ("bind", "unreachable", "timeout"):
         return catalog.finding(
             "ifname-unreaching",

@@ -126,20 +126,39 @@ def from_nodes(catalog, facts: dict[str, dict], names: list[str], *, multi_node:
                 "the same /etc/hosts lines on every node)", None))
     for node, doc in facts.items():
         own = doc.get("hostname")
-        entry = (doc.get("resolve") or {}).get(own) or {} if own else {}
+        resolved = doc.get("resolve") or {}
+        entry = resolved.get(own) or {} if own else {}
         addrs = entry.get("addresses") or []
-        if own and addrs and all(is_loopback(a) for a in addrs):
+        # gloo binds the first address of its own name that it can bind (not any of them):
+        # a 127.0.1.1 line above the real one is the trap even when the real one follows
+        if own and addrs and is_loopback(addrs[0]):
             severe = multi_node and not ifname_set
+            rest = [a for a in addrs if not is_loopback(a)]
             out.append(catalog.finding(
                 "hostname-loopback",
-                f"{node}'s own name {own} resolves only to {', '.join(addrs)} there: gloo and "
-                "NCCL pick the address to announce from it, and the other nodes cannot "
+                f"{node}'s own name {own} resolves first to {addrs[0]} there (a loopback "
+                "answer" + (f"; {', '.join(rest)} comes after it" if rest else "") + "): gloo "
+                "and NCCL pick the address to announce from it, and the other nodes cannot "
                 "connect to a loopback address",
                 {"node": node, "hostname": own, "addresses": addrs},
                 f"map {own} to the node's network address in {node}:/etc/hosts (replace the "
-                "127.0.1.1 line), or set GLOO_SOCKET_IFNAME / NCCL_SOCKET_IFNAME to the "
-                "interface the nodes share",
-                None, severity="error" if severe else None))
+                f"{addrs[0]} line, or put the real one above it), or set GLOO_SOCKET_IFNAME / "
+                "NCCL_SOCKET_IFNAME to the interface the nodes share",
+                ssh(node, "getent", "ahosts", own), severity="error" if severe else None))
+        for name in names:
+            if name in (node, own):
+                continue
+            got = (resolved.get(name) or {}).get("addresses") or []
+            if got and is_loopback(got[0]):
+                out.append(catalog.finding(
+                    "name-loopback",
+                    f"{name} resolves first to {got[0]} on {node}, a loopback answer: {node} "
+                    f"would connect to itself, not to {name} (an /etc/hosts line there names "
+                    f"{name} with a loopback address)",
+                    {"node": node, "host": name, "addresses": got},
+                    f"remove the loopback line for {name} from {node}:/etc/hosts (or map "
+                    f"{name} to its network address there)",
+                    ssh(node, "getent", "ahosts", name)))
     return out
 
 

@@ -63,9 +63,13 @@ def missing_everywhere(var: str, spec: str, facts: dict[str, dict]) -> bool:
     return all(not matching(var, spec, interfaces(doc)) for doc in facts.values())
 
 
-def settings(catalog, facts: dict[str, dict], forwarded: dict[str, str], *, mode: str
+def settings(catalog, facts: dict[str, dict], forwarded: dict[str, str], *, mode: str,
+             origins: dict[str, str] | None = None
              ) -> tuple[list[Finding], dict[str, dict[str, str]]]:
-    """(findings, node → {var: the IPv4/IPv6 address the variable selects there})."""
+    """(findings, node → {var: the IPv4/IPv6 address the variable selects there}).
+    ``origins``: where an exported variable comes from (an environment file's line), named in
+    the finding and its fix."""
+    origins = origins or {}
     out: list[Finding] = []
     chosen: dict[str, dict[str, str]] = {}
     knobs: dict[str, dict[str, str]] = {}
@@ -82,14 +86,20 @@ def settings(catalog, facts: dict[str, dict], forwarded: dict[str, str], *, mode
                 chosen[node][var] = ifaces[hits[0]][0]
                 continue
             have = ", ".join(f"{n} ({', '.join(a)})" for n, a in ifaces.items() if a) or "none"
+            origin = origins.get(var) if var in forwarded else None
+            where = (f" (from {origin}, which the launcher exports to every rank)"
+                     if origin and " line " in origin else f" (from {origin})" if origin else "")
+            fix = (f"edit {origin}: set {var} to the interface the nodes share (on {node}: "
+                   f"{_suggest(ifaces)}), or remove the line" if origin and " line " in origin
+                   else f"set {var} to the interface the nodes share (on {node}: "
+                   f"{_suggest(ifaces)})")
             out.append(catalog.finding(
                 "ifname-missing",
-                f"{node}: {var}={spec} selects no interface with an address there (it has: "
-                f"{have})",
-                {"node": node, "variable": var, "value": spec,
+                f"{node}: {var}={spec}{where} selects no interface with an address there (it "
+                f"has: {have})",
+                {"node": node, "variable": var, "value": spec, "origin": origin,
                  "interfaces": {n: a for n, a in ifaces.items()}},
-                f"set {var} to the interface the nodes share (on {node}: "
-                f"{_suggest(ifaces)}); names must exist on every node — check with `ip -br addr`",
+                f"{fix}; names must exist on every node — check with `ip -br addr`",
                 ssh(node, "ip", "-br", "addr")))
         for name in catalog.nccl_settings:
             if name in env and name not in IFNAME_VARS:
@@ -113,6 +123,7 @@ def settings(catalog, facts: dict[str, dict], forwarded: dict[str, str], *, mode
                 "InfiniBand / RoCE cannot register its buffers",
                 {"node": node, "memlock_soft": soft, "memlock_hard": memlock.get("hard")},
                 catalog.memlock_fix, None))
+    out += limits_differ(catalog, facts)
     if knobs:
         said = "; ".join(f"{k}=" + ", ".join(f"{v} on {n}" for n, v in per.items())
                          for k, per in sorted(knobs.items()))
@@ -122,6 +133,56 @@ def settings(catalog, facts: dict[str, dict], forwarded: dict[str, str], *, mode
             "check they are meant for this cluster (a leftover NCCL_IB_DISABLE=1 or "
             "NCCL_P2P_DISABLE=1 makes a job run, slowly)", None))
     return out, chosen
+
+
+def _limit(doc: dict, what: str) -> object:
+    if what == "shm":
+        return (doc.get("shm") or {}).get("total_bytes")
+    return (doc.get(what) or {}).get("soft")
+
+
+_LIMITS = (("nofile", "open files (ulimit -n)", "ulimit -n"),
+           ("memlock", "locked memory (ulimit -l)", "ulimit -l"),
+           ("shm", "/dev/shm size", "df -h /dev/shm"))
+
+
+def limits_differ(catalog, facts: dict[str, dict]) -> list[Finding]:
+    """limits-differ: the node(s) whose open-files limit, memlock limit or /dev/shm size is
+    not the one most nodes have (only where one value is held by more nodes than any other);
+    a /dev/shm already below the threshold is shm-small's, not repeated here."""
+    out: list[Finding] = []
+    if len(facts) < 2:
+        return out
+    for key, label, how in _LIMITS:
+        values = {n: _limit(d, key) for n, d in facts.items()}
+        known = {n: v for n, v in values.items() if v is not None}
+        counts: dict[object, int] = {}
+        for v in known.values():
+            counts[v] = counts.get(v, 0) + 1
+        if len(counts) < 2:
+            continue
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+        # no value held by more nodes than any other: all of them are named
+        common = None if ranked[0][1] == ranked[1][1] else ranked[0][0]
+        odd = {n: v for n, v in known.items() if v != common}
+        if key == "shm":
+            odd = {n: v for n, v in odd.items()
+                   if not (isinstance(v, int) and v < catalog.shm_min_bytes)}
+            if not odd:
+                continue
+
+        def show(v: object, key: str = key) -> str:
+            return _size(v) if key in ("shm", "memlock") and isinstance(v, int) else str(v)
+
+        said = ", ".join(f"{n}: {show(v)}" for n, v in odd.items())
+        most = (f"{show(common)} on the other {len(known) - len(odd)} node"
+                f"{'s' if len(known) - len(odd) != 1 else ''}" if common is not None
+                else "no value held by most nodes")
+        out.append(catalog.finding(
+            "limits-differ", f"{label} differs: {said} ({most})",
+            {"limit": key, "values": values, "common": common, "odd": sorted(odd)},
+            None, ssh(sorted(odd)[0], "sh", "-c", how)))
+    return out
 
 
 def _suggest(ifaces: dict[str, list[str]]) -> str:

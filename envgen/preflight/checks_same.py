@@ -173,12 +173,16 @@ def slots(catalog, job_nodes, snaps: dict[str, Snapshot], facts: dict[str, dict]
     return out
 
 
-def doctor_errors(catalog, diagnoses: dict[str, Any]) -> list[Finding]:
+def doctor_errors(catalog, diagnoses: dict[str, Any],
+                  explained: dict[str, tuple[str, ...]] | None = None) -> list[Finding]:
     """The doctor's error findings on each node, one finding per problem with the nodes that
-    have it (the same problem on every node is said once)."""
+    have it (the same problem on every node is said once); ``explained``: node → doctor kinds
+    a preflight finding already explains there (left out)."""
     grouped: dict[tuple[str, str], tuple[Any, list[str]]] = {}
     for node, diagnosis in diagnoses.items():
         for f in diagnosis.errors:
+            if f.kind in (explained or {}).get(node, ()):
+                continue
             grouped.setdefault((f.kind, f.summary), (f, []))[1].append(node)
     out = []
     for (_, _), (f, nodes) in grouped.items():

@@ -1,0 +1,240 @@
+"""What DeepSpeed's runner will do, computed from small fixtures (no network, no SSH): its
+environment files read as it reads them, the exports with their origins, the master address
+from `hostname -I`, the PATH of a non-interactive session, names that answer with loopback,
+limits that differ, the port's owner and the ephemeral range, a failed collective explained,
+and the collective skipped after an error that dooms it."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from envgen.preflight import checks_launcher, checks_master, checks_names, checks_network
+from envgen.preflight.catalog import load_catalog
+from envgen.preflight.collective import NodeRun, summarise
+from envgen.preflight.launcher_view import deepspeed_view, env_file_findings, master_from
+from envgen.preflight.run import _doomed, collective_findings, explain
+
+
+@pytest.fixture
+def catalog(fixture_matrix):
+    return load_catalog(fixture_matrix)
+
+
+def node(name: str, address: str, **changes) -> dict:
+    doc = {
+        "schema": 1, "hostname": name,
+        "resolve": {n: {"addresses": [a], "error": None}
+                    for n, a in (("node0", "10.0.0.10"), ("node1", "10.0.0.11"),
+                                 ("node2", "10.0.0.12"))},
+        "local_addresses": ["127.0.0.1", address],
+        "interfaces": {"lo": {"up": True, "loopback": True, "ipv4": ["127.0.0.1/8"], "ipv6": []},
+                       "eth0": {"up": True, "loopback": False, "ipv4": [f"{address}/24"],
+                                "ipv6": []}},
+        "shm": {"path": "/dev/shm", "total_bytes": 2**31, "free_bytes": 2**31},
+        "memlock": {"soft": "unlimited", "hard": "unlimited"},
+        "nofile": {"soft": 1048576, "hard": 1048576}, "port_range": [32768, 60999],
+        "cpus": 8, "env": {},
+        "session": {"path": "/opt/env/bin:/usr/bin:/bin", "executable": "/opt/env/bin/python",
+                    "which": {"python": "/opt/env/bin/python", "ninja": "/opt/env/bin/ninja",
+                              "deepspeed": "/opt/env/bin/deepspeed"},
+                    "beside_python": {"python": True, "ninja": True, "deepspeed": True}},
+        "hostname_i": {"rc": 0, "stdout": f"{address} \n", "error": None},
+    }
+    doc.update(changes)
+    return doc
+
+
+@pytest.fixture
+def cluster() -> dict[str, dict]:
+    return {f"node{i}": node(f"node{i}", f"10.0.0.1{i}") for i in range(3)}
+
+
+# ---------------------------------------------------------------- the environment files
+
+
+def view(catalog, tmp_path: Path, home_text: str | None, cwd_text: str | None = None,
+         environ: dict | None = None):
+    home, cwd = tmp_path / "home", tmp_path / "job"
+    home.mkdir(exist_ok=True)
+    cwd.mkdir(exist_ok=True)
+    if home_text is not None:
+        (home / ".deepspeed_env").write_text(home_text)
+    if cwd_text is not None:
+        (cwd / ".deepspeed_env").write_text(cwd_text)
+    return deepspeed_view(catalog, environ or {}, cwd=cwd, home=home)
+
+
+def test_names_and_values_with_their_origins(catalog, tmp_path):
+    v = view(catalog, tmp_path, "GLOO_SOCKET_IFNAME=ib0\nWANDB_MODE = offline \n",
+             "GLOO_SOCKET_IFNAME=eth0\n",
+             {"NCCL_DEBUG": "INFO", "PYTHONPATH": "/lib", "HOME": "/x", "WANDB_KEY": "k"})
+    # ~ first, then . (runner.py L604): the folder's line wins; values stripped
+    assert v.exports["GLOO_SOCKET_IFNAME"] == "eth0"
+    assert v.origins["GLOO_SOCKET_IFNAME"].endswith("job/.deepspeed_env line 1")
+    assert v.exports["WANDB_MODE"] == "offline"
+    assert v.exports["NCCL_DEBUG"] == "INFO" and "prefix" in v.origins["NCCL_DEBUG"]
+    assert v.exports["PYTHONPATH"] == f"{tmp_path / 'job'}:/lib"  # the launch folder first
+    assert "HOME" not in v.exports and "WANDB_KEY" not in v.exports
+    assert env_file_findings(catalog, v) == []
+
+
+def test_ds_env_file_names_another_file(catalog, tmp_path):
+    other = tmp_path / "my.env"
+    other.write_text("NCCL_SOCKET_IFNAME=ib0\n")
+    v = deepspeed_view(catalog, {"DS_ENV_FILE": str(other)}, cwd=tmp_path, home=tmp_path)
+    assert v.exports["NCCL_SOCKET_IFNAME"] == "ib0"
+    assert v.files[0] == str(other)
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("A=1\n\nB=2\n", "has no '='"),  # a blank line: ValueError in DeepSpeed
+    ("# GLOO_SOCKET_IFNAME=ib0\n", "comments out the rest"),
+    ("MY VAR=1\n", "not a variable name"),
+])
+def test_lines_that_break_the_launch(catalog, tmp_path, text, words):
+    v = view(catalog, tmp_path, text)
+    found = env_file_findings(catalog, v)
+    assert [(f.kind, f.severity) for f in found] == [("deepspeed-env-line", "error")]
+    assert words in found[0].summary and ".deepspeed_env line" in found[0].summary
+    assert "edit" in found[0].fix
+
+
+def test_a_value_the_nodes_shell_rewrites_is_a_warning(catalog, tmp_path):
+    v = view(catalog, tmp_path, "LD_LIBRARY_PATH=$HOME/lib:/usr/lib\n")
+    found = env_file_findings(catalog, v)
+    assert [(f.kind, f.severity) for f in found] == [("deepspeed-env-line", "warning")]
+    assert v.exports["LD_LIBRARY_PATH"] == "$HOME/lib:/usr/lib"
+
+
+def test_an_env_file_interface_no_node_has_names_file_and_line(catalog, tmp_path, cluster):
+    v = view(catalog, tmp_path, "GLOO_SOCKET_IFNAME=ib0\n")
+    found, _ = checks_network.settings(catalog, cluster, v.exports, mode="cpu",
+                                       origins=v.origins)
+    missing = [f for f in found if f.kind == "ifname-missing"]
+    assert [f.evidence["node"] for f in missing] == ["node0", "node1", "node2"]
+    assert all(f.severity == "error" for f in missing)
+    first = missing[0]
+    assert "GLOO_SOCKET_IFNAME=ib0" in first.summary
+    assert ".deepspeed_env line 1" in first.summary and ".deepspeed_env line 1" in first.fix
+    assert "eth0" in first.fix
+
+
+# ---------------------------------------------------------------- the master address
+
+
+def test_master_from_hostname_i():
+    assert master_from({"rc": 0, "stdout": "10.99.0.2 172.18.0.2 \n"}) == \
+        ("10.99.0.2", "10.99.0.2 172.18.0.2")
+    addr, why = master_from({"rc": 0, "stdout": "\n"})
+    assert addr is None and "printed nothing" in why
+    assert master_from({"rc": None, "error": "hostname: command not found"}) == \
+        (None, "hostname: command not found")
+
+
+def test_an_address_on_no_network_of_the_node(catalog, cluster):
+    doc = {"ok": False, "kind": "timeout", "error": "timed out", "address": "10.99.0.2"}
+    found = checks_master._connect_finding(catalog, "node1", doc, "10.99.0.2", 29500, None,
+                                           "the first word of `hostname -I` on node0",
+                                           cluster["node1"])
+    assert found.kind == "master-unreachable" and found.severity == "error"
+    assert "no address on that network" in found.summary and "hostname -I" in found.summary
+    assert "--master_addr" in found.fix
+    assert checks_master.on_link("10.0.0.10", cluster["node1"]) is True
+
+
+def test_a_loopback_answer_is_not_blamed_on_a_firewall(catalog):
+    doc = {"ok": False, "kind": "refused", "error": "Connection refused", "address": "127.0.1.1"}
+    found = checks_master._connect_finding(catalog, "node1", doc, "node0", 29500, None)
+    assert found.kind == "name-loopback" and "not a firewall" in found.summary
+
+
+# ---------------------------------------------------------------- names, PATH, limits, ports
+
+
+def test_own_name_first_answer_loopback_even_with_the_real_one_after(catalog, cluster):
+    cluster["node1"]["resolve"]["node1"] = {"addresses": ["127.0.1.1", "10.0.0.11"],
+                                            "error": None}
+    found = checks_names.from_nodes(catalog, cluster, ["node0", "node1", "node2"],
+                                    multi_node=True, ifname_set=False)
+    assert [(f.kind, f.severity, f.evidence["node"]) for f in found] == \
+        [("hostname-loopback", "error", "node1")]
+    assert "127.0.1.1" in found[0].summary and "10.0.0.11 comes after it" in found[0].summary
+
+
+def test_another_nodes_name_answered_with_loopback(catalog, cluster):
+    cluster["node2"]["resolve"]["node0"] = {"addresses": ["127.0.1.1"], "error": None}
+    found = checks_names.from_nodes(catalog, cluster, ["node0", "node1", "node2"],
+                                    multi_node=True, ifname_set=False)
+    loop = [f for f in found if f.kind == "name-loopback"]
+    assert [(f.evidence["node"], f.evidence["host"]) for f in loop] == [("node2", "node0")]
+    assert "/etc/hosts" in loop[0].fix
+
+
+def test_a_session_path_without_the_envs_bin(catalog, cluster):
+    cluster["node2"]["session"] = {
+        "path": "/usr/local/bin:/usr/bin:/bin", "executable": "/opt/env/bin/python",
+        "which": {"python": None, "python3": "/usr/bin/python3", "ninja": None,
+                  "deepspeed": None},
+        "beside_python": {"python": True, "python3": True, "ninja": True, "deepspeed": True}}
+    found = checks_launcher.session_path(catalog, cluster, "/opt/env/bin/python", {})
+    assert [(f.kind, f.severity, f.evidence["node"]) for f in found] == \
+        [("launcher-path", "error", "node2")]
+    assert "works when you ssh in, fails in the launcher" in found[0].summary
+    assert "`ninja` is not found" in found[0].summary
+    assert "SetEnv PATH=/opt/env/bin:" in found[0].fix
+    # a PATH line in .deepspeed_env is what the ranks get: nothing to say
+    assert checks_launcher.session_path(catalog, cluster, "/opt/env/bin/python",
+                                        {"PATH": "/opt/env/bin:/usr/bin"}) == []
+
+
+def test_the_odd_node_out_of_the_limits(catalog, cluster):
+    cluster["node1"]["nofile"] = {"soft": 256, "hard": 256}
+    found = checks_network.limits_differ(catalog, cluster)
+    assert [(f.kind, f.evidence["limit"], f.evidence["odd"]) for f in found] == \
+        [("limits-differ", "nofile", ["node1"])]
+    assert "node1: 256" in found[0].summary and "1048576 on the other 2 nodes" in \
+        found[0].summary
+
+
+def test_the_port_owner_and_the_ephemeral_range(catalog, cluster):
+    doc = copy.deepcopy(cluster["node0"])
+    doc["port"] = {"port": 40000, "free": False, "error": "[Errno 98] Address already in use",
+                   "holder": None, "owner": {"how": "connected", "remote": "10.0.0.11:22",
+                                             "pid": 77, "cmd": "ssh node1"}}
+    taken = checks_master.port_taken(catalog, "node0", 40000, doc)
+    assert "an outgoing connection to 10.0.0.11:22" in taken.summary
+    assert "pid 77: ssh node1" in taken.summary
+    assert "-tanp" in taken.command  # every state, not only listeners
+    early = checks_master.port_ephemeral(catalog, "node0", 40000, doc)
+    assert early.kind == "master-port-ephemeral" and "32768-60999" in early.summary
+    assert checks_master.port_ephemeral(catalog, "node0", 29500, doc) is None
+
+
+# ---------------------------------------------------------------- the collective
+
+
+def test_a_failed_collective_says_who_was_stuck_connecting_where(catalog):
+    events = ({"event": "start", "rank": 0}, {"event": "error", "rank": 0, "stage": "rendezvous",
+               "step": "init", "error": "RuntimeError: [pair.cc:761] connect [127.0.1.1]:41234:"
+               " Connection refused"})
+    result = summarise([NodeRun("node0", events, rc=1),
+                        NodeRun("node1", ({"event": "start", "rank": 1},
+                                          {"event": "rendezvous", "rank": 1}), rc=1)],
+                       backend="gloo")
+    why = explain(result)
+    assert "stuck connecting to 127.0.1.1:41234: rank 0 (node0)" in why
+    assert "loopback" in why
+    found = collective_findings(catalog, result)
+    assert found[0].kind in ("collective-failed", "collective-hang")
+    assert "stuck connecting to 127.0.1.1:41234" in found[0].summary
+
+
+def test_the_collective_is_skipped_after_an_error_that_dooms_it(catalog, tmp_path, cluster):
+    v = view(catalog, tmp_path, "GLOO_SOCKET_IFNAME=ib0\n")
+    found, _ = checks_network.settings(catalog, cluster, v.exports, mode="cpu",
+                                       origins=v.origins)
+    assert _doomed(found, "gloo").kind == "ifname-missing"
+    assert _doomed(found, "nccl") is None  # gloo's variable: NCCL does not read it
