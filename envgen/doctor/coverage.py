@@ -8,9 +8,8 @@ decide what was not judged, it is asked for (``ctx.need``). Ranges checked:
 - torch: a nightly, dev or local build (``2.1.0.dev20230519``, ``2.1.0a0+32f93b1``,
   ``1.8.0+git1234``), a release older (or newer) than the matrix's torch builds, or a
   release / CUDA the matrix has no build of: the rules that look up its build did not run;
-- the CUDA torch was built with, against the driver floors (curated/cuda.toml ``[[toolkit]]``):
-  a CUDA the harvested toolkits do not cover but a curated floor does (10.0 … 11.6) is judged
-  here (``driver_too_old``); an older one is a note;
+- the CUDA torch was built with, against the driver floors (curated/cuda.toml ``[[toolkit]]``,
+  judged by rules_cuda.driver_too_old): a CUDA older than the first floor is a note;
 - nvcc older than the matrix's first toolkit (its host-compiler ceiling was not checked);
 - GPUs whose compute capability is not given and not in curated/gpus.toml;
 - Windows and macOS (the matrix's builds and rules are Linux's);
@@ -92,37 +91,18 @@ def _driver(ctx: Context, out: list[Coverage]) -> None:
                      f"driver {ctx.s.driver} runs it",
                      '`python -c "import torch; print(torch.version.cuda)"`')
         return
+    if not cuda:
+        return  # a CPU build: no driver needed
     mm = major_minor(cuda)
     toolkit = ctx.toolkit(cuda)
-    if toolkit is not None and toolkit.min_driver:
-        return  # rules_cuda judges it
     floors = ctx.facts.driver_floors
-    floor = floors.get(mm)
-    if floor is None:
-        first = min(floors, key=dotted_key) if floors else None
-        out.append(Coverage("torch_cuda", f"CUDA {mm} has no driver floor in envgen's data "
-                            f"(they start at CUDA {first}): whether driver "
-                            f"{ctx.s.driver or '(unknown)'} runs this torch was not judged"
-                            if first else f"CUDA {mm}: no driver floors in the data"))
-        return
-    driver = ctx.s.driver
-    if driver is None:
-        return  # no driver here (a build machine)
-    if not known(driver):
-        ctx.need("driver", f"torch's CUDA {mm} needs driver ≥ {floor.min_driver}",
-                 "`nvidia-smi --query-gpu=driver_version --format=csv,noheader`")
-        return
-    if _version(driver) is None or dotted_key(driver) >= dotted_key(floor.min_driver):
-        return
-    runs = sorted((c for c, f in floors.items()
-                   if dotted_key(f.min_driver) <= dotted_key(driver)), key=dotted_key)
-    ctx.finding("driver_too_old",
-                f"driver {driver} is older than the {floor.min_driver} CUDA {mm} needs: CUDA "
-                "calls fail with 'CUDA driver version is insufficient for CUDA runtime version'",
-                evidence={"driver": driver, "torch_cuda": cuda, "needs": floor.min_driver},
-                fix=f"upgrade the driver to ≥ {floor.min_driver}, or use torch built for a CUDA "
-                    "this driver runs" + (f" (CUDA {', '.join(runs)})" if runs else ""),
-                source=floor.source)
+    if (toolkit is not None and toolkit.min_driver) or mm in floors:
+        return  # rules_cuda.driver_too_old judges it
+    first = min(floors, key=dotted_key) if floors else None
+    out.append(Coverage("torch_cuda", f"CUDA {mm} has no driver floor in envgen's data "
+                        f"(they start at CUDA {first}): whether driver "
+                        f"{ctx.s.driver or '(unknown)'} runs this torch was not judged"
+                        if first else f"CUDA {mm}: no driver floors in the data"))
 
 
 def _nvcc(ctx: Context, out: list[Coverage]) -> None:

@@ -116,9 +116,21 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "thc": ("torch_api_removed",),
     "aio_lib": ("linux_only_op",),
     "shm": ("shm_too_small",),
+    "thc_named": ("torch_api_removed",),
+    "apex_cuda": ("cuda_major_mismatch", "cuda_minor_mismatch"),
+    "driver_old": ("driver_too_old",),
+    "cuda_unavailable": ("driver_too_old",),
+    "gpu_capability": ("gpu_arch_unsupported",),
+    "no_kernel": ("gpu_arch_unsupported",),
+    "nvcc_arch": ("gpu_arch_unsupported",),
+    "gcc_new": ("host_compiler_too_new",),
+    "gcc_old": ("host_compiler_too_old",),
+    "std_flag": ("cxx_standard_mismatch",),
+    "pip_no_match": ("python_unsupported",),
 }
 # errors met when the program runs (import, launch), not when an op is compiled
-RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm"})
+RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "driver_old", "cuda_unavailable",
+                            "gpu_capability", "no_kernel"})
 # kinds that only break compiling ops (setup.py, JIT builds): after the run-time ones when the
 # pasted error is a run-time one
 BUILD_KINDS = frozenset({

@@ -4,10 +4,12 @@ torch's, libaio and ninja, and cached torch extensions built by another torch or
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
 from envgen.doctor.removable import removable
+from envgen.doctor.reports.errors import std_of
 from envgen.doctor.snapshot import UNKNOWN
 from envgen.versions import spec_contains
 
@@ -39,17 +41,27 @@ def _gcc_fix(ctx: Context, low: int, high: int | None) -> tuple[str, str | None]
         if packaged:
             target = max(packaged) if high is not None else min(packaged)
     template = ctx.catalog.compiler_install.get(family or "")
-    rng = f"{low}–{high}" if high is not None else f"≥ {low}"
+    rng = (f"≥ {low}" if high is None else f"≤ {high}" if low <= 0 else
+           f"{low}" if low == high else f"{low}–{high}")
     if template:
         install = template.format(gcc=target)
         enable = ctx.catalog.section("compiler_install").get("enable", {}).get(family or "")
         select = (enable.format(gcc=target) if isinstance(enable, str)
                   else f"export CC=gcc-{target} CXX=g++-{target}")
-        return (f"install gcc {target} (a major in {rng}) and make it the host compiler",
+        return (f"install gcc {target} (a major {rng}) and make it the host compiler",
                 f"{install} && {select}")
     conda = ctx.catalog.compiler_install.get("conda")
-    words = f"install a gcc major in {rng} and set CC/CXX to it"
-    return (words + (f" (conda: `{conda.format(gcc=target)}`)" if conda else ""), None)
+    majors = [g for g in ctx.catalog.section("compiler_install").get("conda_majors", ())
+              if g >= low and (high is None or g <= high)]
+    words = f"install a gcc major {rng} and set CC/CXX to it"
+    if conda and majors:
+        # conda-forge's newest fitting major under a ceiling, its oldest fitting one above a floor
+        pick = max(majors) if high is not None else min(majors)
+        return words + f" (conda: `{conda.format(gcc=pick)}`)", None
+    if conda:
+        return words + " (conda-forge has no such gcc: the OS's packages, or an OS or container "\
+            "release that has one)", None
+    return words, None
 
 
 def host_compiler(ctx: Context) -> None:
@@ -96,6 +108,62 @@ def host_compiler(ctx: Context) -> None:
                                   framework: ctx.frameworks[framework]},
                         fix=fix, command=command)
             break
+
+
+def host_compiler_from_error(ctx: Context) -> None:
+    """nvcc's "unsupported GNU version! gcc versions later than 6 are not supported!" and torch's
+    "too old version of GCC. We need GCC 5 or later.": the line decides it, not a version."""
+    errors = ctx.s.errors if known(ctx.s.errors) else {}
+    kinds = {f.kind for f in ctx.findings}
+    newer = re.search(r"later than (\d+)", errors.get("gcc_new", ""))
+    if newer and "host_compiler_too_new" not in kinds:
+        high = int(newer.group(1))
+        fix, command = _gcc_fix(ctx, 0, high)
+        ctx.finding("host_compiler_too_new",
+                    f"nvcc rejects the host gcc{' ' + str(ctx.s.gcc) if known(ctx.s.gcc) else ''}"
+                    f": its CUDA toolkit accepts gcc ≤ {high}",
+                    evidence={"gcc": ctx.s.gcc if known(ctx.s.gcc) else None, "max_gcc": high,
+                              "nvcc": ctx.s.nvcc if known(ctx.s.nvcc) else None},
+                    fix=fix + "; or use a newer CUDA toolkit, whose nvcc accepts this gcc",
+                    command=command)
+    older = re.search(r"GCC (\d+) or later", errors.get("gcc_old", ""))
+    if older and "host_compiler_too_old" not in kinds:
+        low = int(older.group(1))
+        toolkit = ctx.toolkit(ctx.s.nvcc if known(ctx.s.nvcc) else None)
+        fix, command = _gcc_fix(ctx, low, toolkit.max_gcc if toolkit else None)
+        ctx.finding("host_compiler_too_old",
+                    f"the host gcc{' ' + str(ctx.s.gcc) if known(ctx.s.gcc) else ''} is older "
+                    f"than the gcc {low} torch's headers require",
+                    evidence={"gcc": ctx.s.gcc if known(ctx.s.gcc) else None, "needs": low},
+                    fix=fix, command=command)
+
+
+def cxx_standard_from_flag(ctx: Context) -> None:
+    """A pasted compiler command with -std=c++14 (or 11) against a torch whose headers require
+    a newer standard: that op cannot compile (DeepSpeed's async_io before 0.11.0, for one)."""
+    line = (ctx.s.errors if known(ctx.s.errors) else {}).get("std_flag")
+    std = std_of(line) if line else None
+    if std is None or any(f.kind == "cxx_standard_mismatch" for f in ctx.findings):
+        return
+    build = ctx.torch_build
+    if build is None or build.headers is None or build.headers.cxx_std is None:
+        if not known(ctx.s.torch):
+            ctx.need("torch", f"an op is compiled with -std=c++{std}: torch's headers decide "
+                     "whether that standard is enough",
+                     f"`{ctx.python} -c \"import torch; print(torch.__version__)\"`")
+        return
+    need = int(build.headers.cxx_std)
+    if std >= need:
+        return
+    ctx.finding("cxx_standard_mismatch",
+                f"an op is compiled with -std=c++{std}, but torch {build.version}'s headers "
+                f"require C++{need} ({build.headers.cxx_std_where})",
+                evidence={"flag": f"-std=c++{std}", "needs": f"c++{need}", "torch": ctx.s.torch,
+                          "frameworks": dict(ctx.frameworks)},
+                fix=f"build with a release of the framework whose op builder passes "
+                    f"-std=c++{need} with this torch (DeepSpeed's async_io passed -std=c++14 "
+                    "before its builders followed torch's standard), or skip that op "
+                    "(DS_BUILD_AIO=0 for async_io)")
 
 
 def cxx_standard_mismatch(ctx: Context) -> None:
@@ -262,5 +330,5 @@ def abi_mismatch(ctx: Context) -> None:
                         command=_remove(ext.path, env))
 
 
-RULES = (host_compiler, cxx_standard_mismatch, libaio_missing, ninja_missing,
-         stale_extension_cache, abi_mismatch)
+RULES = (host_compiler, host_compiler_from_error, cxx_standard_mismatch, cxx_standard_from_flag,
+         libaio_missing, ninja_missing, stale_extension_cache, abi_mismatch)

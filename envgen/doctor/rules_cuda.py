@@ -9,6 +9,7 @@ import re
 import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
+from envgen.doctor.reports.errors import arch_of, driver_cuda
 from envgen.doctor.rules_release import _make
 from envgen.doctor.snapshot import UNKNOWN
 from envgen.resolve.checks import cc_of
@@ -81,6 +82,12 @@ def cuda_mismatch(ctx: Context) -> None:
         if torch_cuda is UNKNOWN and (builders or ctx.user_ops):
             ctx.need("torch_cuda", "the ops are compiled for torch's CUDA",
                      f"`{ctx.python} -c \"import torch; print(torch.version.cuda)\"`")
+        return
+    errors = ctx.s.errors if known(ctx.s.errors) else {}
+    if nvcc is UNKNOWN and "apex_cuda" in errors:
+        ctx.need("nvcc", f"apex's setup.py refuses an nvcc whose CUDA (major or minor) differs "
+                 f"from torch's {_mm(torch_cuda)}: its version says which toolkit to change",
+                 "`$CUDA_HOME/bin/nvcc --version` (or `nvcc --version` when CUDA_HOME is unset)")
         return
     if nvcc is UNKNOWN:
         if builders or ctx.user_ops:
@@ -172,34 +179,76 @@ def cuda_home_mismatch(ctx: Context) -> None:
                 severity=severity)
 
 
+def _driver_floor(ctx: Context, cuda: str) -> tuple[str, str | None] | None:
+    """NVIDIA's minimum driver for CUDA ``cuda`` and its source: the harvested toolkit's, else
+    the curated floor (curated/cuda.toml, also for CUDA older than the harvested toolkits)."""
+    toolkit = ctx.toolkit(cuda)
+    if toolkit is not None and toolkit.min_driver:
+        return toolkit.min_driver, toolkit.driver_source
+    floor = ctx.facts.driver_floors.get(_mm(cuda))
+    return (floor.min_driver, floor.source) if floor else None
+
+
+def _driver_runs(ctx: Context, driver: str) -> list[str]:
+    """The CUDA releases whose minimum driver ``driver`` meets, oldest first."""
+    floors = {c: f.min_driver for c, f in ctx.facts.driver_floors.items()}
+    floors.update({c: t.min_driver for c, t in ctx.facts.toolkits.items() if t.min_driver})
+    return sorted((c for c, low in floors.items() if dotted_key(low) <= dotted_key(driver)),
+                  key=dotted_key)
+
+
 def driver_too_old(ctx: Context) -> None:
+    """The driver against the floor of torch's CUDA; else the error line that says the driver
+    is too old ("found version 11060", "CUDA driver version is insufficient …")."""
     torch_cuda, driver = ctx.s.torch_cuda, ctx.s.driver
-    if not known(torch_cuda):
-        return
-    runtime = ctx.toolkit(torch_cuda)
-    floor = runtime.min_driver if runtime else None
-    if floor is None:
-        return
-    if driver is UNKNOWN:
-        ctx.need("driver", f"torch's CUDA {_mm(torch_cuda)} needs driver ≥ {floor}",
-                 "`nvidia-smi --query-gpu=driver_version --format=csv,noheader`")
-        return
-    if driver is None:
-        return  # no driver (a build machine): nothing runs on a GPU here, nothing to compare
-    if dotted_key(driver) < dotted_key(floor):
-        older = [c for c, t in ctx.facts.toolkits.items() if t.min_driver
-                 and dotted_key(t.min_driver) <= dotted_key(driver)
-                 and c.split(".")[0] == _mm(torch_cuda).split(".")[0]]
+    errors = ctx.s.errors if known(ctx.s.errors) else {}
+    line = errors.get("driver_old")
+    floor = _driver_floor(ctx, torch_cuda) if known(torch_cuda) and torch_cuda else None
+    if floor is not None and driver is UNKNOWN and not line:
+        why = f"torch's CUDA {_mm(torch_cuda)} needs driver ≥ {floor[0]}"
+        if "cuda_unavailable" in errors:
+            why = f"CUDA is not available: {why}, and an older driver is the usual cause"
+        ctx.need("driver", why, "`nvidia-smi --query-gpu=driver_version --format=csv,noheader`")
+    elif floor is not None and known(driver) and driver and re.fullmatch(r"\d+(?:\.\d+)*", driver) \
+            and dotted_key(driver) < dotted_key(floor[0]):
+        runs = _driver_runs(ctx, driver)
         ctx.finding("driver_too_old",
-                    f"driver {driver} is older than the {floor} CUDA {_mm(torch_cuda)} needs "
+                    f"driver {driver} is older than the {floor[0]} CUDA {_mm(torch_cuda)} needs "
                     "(even with minor-version compatibility): CUDA calls fail with 'CUDA driver "
                     "version is insufficient for CUDA runtime version'",
-                    evidence={"driver": driver, "torch_cuda": torch_cuda, "needs": floor},
-                    fix=f"upgrade the driver to ≥ {floor}, or use torch built for a CUDA this "
-                        "driver runs" + (f" ({', '.join(sorted(older, key=dotted_key))})"
-                                         if older else ""),
+                    evidence={"driver": driver, "torch_cuda": torch_cuda, "needs": floor[0]},
+                    fix=f"upgrade the driver to ≥ {floor[0]}, or use torch built for a CUDA this "
+                        "driver runs" + (f" (CUDA {runs[0]} … {runs[-1]})" if runs else ""),
                     command=_make(ctx, next(iter(ctx.frameworks), None)),
-                    source=runtime.driver_source)
+                    source=floor[1])
+        return
+    if line:
+        _driver_from_error(ctx, line, floor)
+    elif "cuda_unavailable" in errors and not known(torch_cuda):
+        ctx.need("torch_cuda", "CUDA is not available: a CPU build of torch (torch.version.cuda "
+                 "None) or a driver older than torch's CUDA needs are the usual causes",
+                 f"`{ctx.python} -c \"import torch; print(torch.__version__, "
+                 "torch.version.cuda)\"` and `nvidia-smi`")
+
+
+def _driver_from_error(ctx: Context, line: str, floor: tuple[str, str | None] | None) -> None:
+    supports = driver_cuda(line)
+    torch_cuda = ctx.s.torch_cuda if known(ctx.s.torch_cuda) else None
+    summary = "the NVIDIA driver is older than torch's CUDA runtime needs"
+    if supports:
+        summary += f": it supports CUDA ≤ {supports}"
+    if torch_cuda and floor:
+        summary += f"; torch's CUDA {_mm(torch_cuda)} needs driver ≥ {floor[0]}"
+    fix = (f"upgrade the driver to ≥ {floor[0]}" if floor else
+           "upgrade the driver (`nvidia-smi` shows its version and the CUDA it supports)")
+    fix += ", or install a torch built for a CUDA this driver runs"
+    if supports:
+        fix += f" (CUDA ≤ {supports})"
+    ctx.finding("driver_too_old", summary,
+                evidence={"driver": ctx.s.driver if known(ctx.s.driver) else None,
+                          "driver_supports_cuda": supports, "torch_cuda": torch_cuda,
+                          "needs": floor[0] if floor else None},
+                fix=fix, source=floor[1] if floor else None)
 
 
 def _torch_runs(archs: tuple[str, ...], arch: str) -> bool:
@@ -226,14 +275,16 @@ def gpu_arch_unsupported(ctx: Context) -> None:
         arch_list = (*build.archs, *(f"compute_{p.removeprefix('compute_')}"
                                      for p in build.archs_ptx))
     toolkit = ctx.toolkit(ctx.s.nvcc) if known(ctx.s.nvcc) else None
+    errors = ctx.s.errors if known(ctx.s.errors) else {}
     for name, arch in ctx.gpu_archs:
         if arch is None:
             ctx.need(f"compute capability of {name}",
                      "the GPU's architecture decides which kernels run on it",
                      "`nvidia-smi --query-gpu=name,compute_cap --format=csv`")
             continue
-        if known(ctx.s.torch_cuda) and ctx.s.torch_cuda and arch_list \
-                and not _torch_runs(tuple(arch_list), arch):
+        # torch's capability warning comes only from a CUDA build
+        cuda_build = (known(ctx.s.torch_cuda) and ctx.s.torch_cuda) or "gpu_capability" in errors
+        if cuda_build and arch_list and not _torch_runs(tuple(arch_list), arch):
             ctx.finding("gpu_arch_unsupported",
                         f"torch {ctx.s.torch} was compiled for {', '.join(arch_list)}: no "
                         f"kernel runs on {name} ({arch}) — 'no kernel image is available "
@@ -268,6 +319,82 @@ def gpu_arch_unsupported(ctx: Context) -> None:
                                     fix=f"do not use {op.name} on this GPU (or use a GPU it "
                                         "supports)",
                                     source="; ".join(op.evidence[:1]) or None)
+
+
+def gpu_arch_from_error(ctx: Context) -> None:
+    """The error lines that say a GPU architecture is missing, when the facts alone did not:
+    torch's capability warning, "no kernel image is available" / "invalid device function",
+    and nvcc's "Unsupported gpu architecture 'compute_86'"."""
+    errors = ctx.s.errors if known(ctx.s.errors) else {}
+    if any(f.kind == "gpu_arch_unsupported" for f in ctx.findings):
+        return
+    make = _make(ctx, next(iter(ctx.frameworks), None))
+    gpu = next(((n, a) for n, a in ctx.gpu_archs if a), None)
+    if "gpu_capability" in errors and gpu:
+        ctx.finding("gpu_arch_unsupported",
+                    f"torch {ctx.s.torch if known(ctx.s.torch) else ''} has no kernels for "
+                    f"{gpu[0]} ({gpu[1]}): torch's own check says so".replace("  ", " "),
+                    evidence={"gpu": gpu[0], "arch": gpu[1], "torch": ctx.s.torch},
+                    fix=f"install a torch build whose arch list includes {gpu[1]} (torch."
+                        "cuda.get_arch_list() shows this one's)", command=make)
+        return
+    line = errors.get("no_kernel")
+    if line:
+        invalid = "invalid device function" in line.lower()
+        if not gpu:
+            ctx.need("gpu", "the GPU's compute capability against the archs the code was "
+                     "compiled for decides which part lacks a kernel",
+                     "`nvidia-smi --query-gpu=name,compute_cap --format=csv`")
+        if not known(ctx.s.torch_arch_list):
+            ctx.need("torch_arch_list", "the archs torch was compiled for",
+                     f"`{ctx.python} -c \"import torch; print(torch.cuda.get_arch_list())\"`")
+        on = f" for {gpu[0]} ({gpu[1]})" if gpu else " for this GPU's architecture"
+        ctx.finding("gpu_arch_unsupported",
+                    f"the code that ran has no kernel compiled{on}: torch or an extension was "
+                    "built for other GPUs",
+                    evidence={"gpu": gpu[0] if gpu else None, "arch": gpu[1] if gpu else None,
+                              "torch": ctx.s.torch, "error": "invalid device function"
+                              if invalid else "no kernel image is available"},
+                    fix="compare torch.cuda.get_arch_list() with the GPU's capability: install "
+                        "a torch build that includes it, or rebuild the extension with "
+                        "TORCH_CUDA_ARCH_LIST set to it on the machine that runs it",
+                    command=make if gpu else None, severity="warning" if invalid else None)
+        return
+    line = errors.get("nvcc_arch")
+    arch = arch_of(line) if line else None
+    if arch:
+        _nvcc_arch(ctx, arch)
+
+
+def _nvcc_arch(ctx: Context, arch: str) -> None:
+    """nvcc refused ``arch``: too new for this toolkit, or dropped by it (CUDA 12 dropped
+    sm_35, for one); which toolkits of the matrix target it says which."""
+    nvcc = _mm(ctx.s.nvcc) if known(ctx.s.nvcc) and ctx.s.nvcc else None
+    toolkits = ctx.facts.toolkits
+    having = sorted((c for c, t in toolkits.items() if arch in t.archs), key=dotted_key)
+    newest = max(toolkits, key=dotted_key) if toolkits else None
+    known_archs = sorted({a for t in toolkits.values() for a in t.archs}, key=cc_of)
+    dropped = bool(having) and newest not in having and (
+        nvcc is None or dotted_key(nvcc) > dotted_key(having[-1]))
+    if not having and known_archs and cc_of(arch) < cc_of(known_archs[0]):
+        dropped = True
+    if dropped:
+        summary = (f"nvcc {nvcc or ''} no longer targets {arch}".replace("  ", " ")
+                   + (f": the last CUDA in envgen's matrix that does is {having[-1]}" if having
+                      else f": no CUDA in envgen's matrix ({min(toolkits, key=dotted_key)} …) "
+                      "does"))
+        fix = (f"drop {arch} from TORCH_CUDA_ARCH_LIST (or the build's -gencode flags), or use "
+               "a CUDA toolkit that still targets it" + (f" (≤ {having[-1]})" if having else ""))
+    else:
+        summary = (f"nvcc {nvcc or ''} is older than {arch} needs".replace("  ", " ")
+                   + (f": CUDA {having[0]} … {having[-1]} in envgen's matrix target it" if having
+                      else ": no CUDA toolkit in envgen's matrix targets it yet"))
+        fix = ("use a newer CUDA toolkit (and a torch built for it) that targets this GPU, or "
+               f"leave {arch} out of TORCH_CUDA_ARCH_LIST when the GPU that runs it is older")
+    ctx.finding("gpu_arch_unsupported", summary,
+                evidence={"arch": arch, "nvcc": ctx.s.nvcc if known(ctx.s.nvcc) else None,
+                          "toolkits_targeting": having},
+                fix=fix)
 
 
 def nccl_mismatch(ctx: Context) -> None:
@@ -334,4 +461,4 @@ def nccl_mismatch(ctx: Context) -> None:
 
 
 RULES = (cuda_mismatch, cuda_home_mismatch, driver_too_old, gpu_arch_unsupported,
-         nccl_mismatch)
+         gpu_arch_from_error, nccl_mismatch)

@@ -49,6 +49,14 @@ def python_unsupported(ctx: Context) -> None:
         if ctx.frameworks:
             ctx.need("python", "releases state which Python versions they support",
                      f"`{ctx.python} --version`")
+        elif "pip_no_match" in (ctx.s.errors or {}):
+            build = ctx.torch_build
+            ctx.need("python", "pip found no file of that release for this Python and "
+                     "platform: releases publish wheels for some Pythons only"
+                     + (f" (torch {build.version}: Python "
+                        f"{', '.join(sorted(build.python, key=dotted_key))})"
+                        if build is not None and build.python else ""),
+                     f"`{ctx.python} --version`")
         return
     tag = major_minor(python)
     for framework in ctx.frameworks:

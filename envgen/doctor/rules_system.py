@@ -110,16 +110,28 @@ def cxx_standard_from_error(ctx: Context) -> None:
 
 
 def torch_api_removed(ctx: Context) -> None:
-    """"THC/THCDeviceUtils.cuh: No such file": the source includes THC, gone from torch 1.11."""
-    line = (ctx.s.errors or {}).get("thc")
-    if not line:
+    """"THC/THCDeviceUtils.cuh: No such file": the source includes THC, gone from torch 1.11.
+    THC headers only named (a fix described, a build log's include) with a torch ≥ 1.11: a
+    warning; with the torch unknown, it is asked for."""
+    errors = ctx.s.errors or {}
+    line = errors.get("thc")
+    named = errors.get("thc_named")
+    if not line and not named:
         return
     torch = ctx.s.torch
     if known(torch) and dotted_key(public(torch)) < dotted_key("1.11"):
         return  # THC still ships with this torch: the line is not decided by the removal
+    if not line and not known(torch):
+        ctx.need("torch", "the text names torch's THC headers, which torch 1.11 removed: the "
+                 "torch version decides whether the extension can build",
+                 f"`{ctx.python} -c \"import torch; print(torch.__version__)\"`")
+        return
     ctx.finding("torch_api_removed",
-                "the extension includes torch's THC headers, which torch 1.11 removed"
+                ("the extension includes torch's THC headers, which torch 1.11 removed" if line
+                 else "the text names torch's THC headers, which torch 1.11 removed: an "
+                 "extension that includes them does not build with this torch")
                 + (f" (this torch: {torch})" if known(torch) else ""),
+                severity=None if line else "warning",
                 evidence={"torch": torch, "removed_in": "1.11", "api": "THC"},
                 fix="use a release of the package that was ported from THC to ATen/c10 "
                     "(THC/THCDeviceUtils.cuh → ATen/cuda/DeviceUtils.cuh, THCudaCheck → "

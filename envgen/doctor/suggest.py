@@ -42,7 +42,7 @@ def make_command(facts: Facts, *, framework: str | None, version: str | None = N
     for values in tries:
         request = Request(**{k: v for k, v in values.items() if v is not None})
         if _resolves(request, facts):
-            return "envgen make " + " ".join(
+            return " ".join(["envgen make", *(
                 f"--{k.replace('_', '-')} {shlex.quote(str(v))}"
-                for k, v in request.given().items())
+                for k, v in request.given().items())])
     return None

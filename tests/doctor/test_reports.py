@@ -147,13 +147,15 @@ def test_ds_report_link_warning_alone_states_nothing_about_libaio() -> None:
 
 
 def test_host_compiler_errors_add_no_gcc_version() -> None:
+    # the line states no gcc version, but it is the error itself: kept, and it decides the rule
     text = ("/usr/local/cuda/include/crt/host_config.h:132:2: error: #error -- unsupported GNU "
             "version! gcc versions later than 11 are not supported! The nvcc flag "
             "'-allow-unsupported-compiler' can be used to override this version check")
     report = parse_report(text)
     assert not report.snapshot.known("gcc")
-    assert not report.recognised
-    assert [(e.fact, e.kept) for e in report.explain] == [("host_compiler_rejected", False)]
+    assert report.recognised
+    assert [(e.fact, e.kept) for e in report.explain] == [("errors.gcc_new", True),
+                                                        ("host_compiler_rejected", False)]
 
 
 def test_empty_and_unrelated_text_recognise_nothing() -> None:

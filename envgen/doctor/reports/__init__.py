@@ -166,6 +166,8 @@ def _show(value: Any) -> str:
         return "none"
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, tuple) and not all(isinstance(v, dict) for v in value):
+        return " ".join(map(str, value))  # torch_arch_list
     if isinstance(value, tuple):
         names = [g["name"] for g in value]
         return ", ".join(f"{names.count(n)} × {n}" for n in dict.fromkeys(names))

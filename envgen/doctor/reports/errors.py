@@ -12,18 +12,45 @@ Input: the cleaned lines and the line numbers other parsers took. Output: the fa
 - "ImportError: …/fused_adam.so: undefined symbol: _ZN…", "No module named 'x'" →
   import_errors;
 - nvcc's "unsupported GNU version! gcc versions later than 11 are not supported" and torch's
-  "We need GCC 9 or later" say the host gcc is outside a range, not its version: explain only.
+  "We need GCC 9 or later" say the host gcc is outside a range, not its version: the fact is
+  explain only, the line is kept (``gcc_new`` / ``gcc_old``, below).
 
 Every error line recognised is also kept as ``errors.<id>`` = the line as pasted, so the judge
 can rank the finding that explains it first and quote it: ``cuda_mismatch``, ``libaio_h``,
-``ninja`` (the host compiler lines stay explain only), and lines that state no other fact:
+``ninja``, ``apex_cuda``, ``driver_old``, ``gpu_capability``, ``gcc_new``, ``gcc_old``, and lines
+that state no other fact:
 - ``glibc``: the loader's "version `GLIBC_2.14' not found (required by …)";
 - ``glibcxx``: "version `GLIBCXX_3.4.29' not found" / "`CXXABI_1.3.13' not found" (libstdc++);
 - ``cxx_std``: torch's "#error C++17 or later compatible compiler is required to use PyTorch."
   and "#error You need C++17 to compile PyTorch";
 - ``thc``: "THC/THCDeviceUtils.cuh: No such file or directory" (torch ≥ 1.11 has no THC);
 - ``aio_lib``: MSVC's "LNK1181 … aio.lib" / "cufile.lib" (DeepSpeed's Linux-only ops on Windows);
-- ``shm``: "exitcode: -7", "Bus error", "SIGBUS", DataLoader's "insufficient shared memory (shm)".
+- ``shm``: "exitcode: -7", "Bus error", "SIGBUS", DataLoader's "insufficient shared memory (shm)",
+  and prose that blames it ("shared memory is not enough", "docker limits shm");
+- ``thc_named``: THC headers named outside an error line ("change THC/THCDeviceUtils.cuh to …");
+- ``driver_old``: torch's "The NVIDIA driver on your system is too old (found version 11060)" —
+  the number is the CUDA version the driver supports, 1000 × major + 10 × minor (NVIDIA's CUDA
+  Driver API, cuDriverGetVersion: https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VERSION.html),
+  kept for explain as ``driver_max_cuda`` — and the runtime's "CUDA driver version is
+  insufficient for CUDA runtime version" (cudaErrorInsufficientDriver);
+- ``gpu_capability``: torch's "NVIDIA A100 … with CUDA capability sm_80 is not compatible with the
+  current PyTorch installation." and "The current PyTorch install supports CUDA capabilities
+  sm_37 sm_50 …" → gpus (name, capability) and torch_arch_list; older torch's "Found GPU0 GeForce
+  GT 730 which is of cuda capability 3.5. PyTorch no longer supports this GPU because it is too
+  old." → gpus;
+- ``no_kernel``: "no kernel image is available for execution on the device", "invalid device
+  function" (the code was not compiled for this GPU's architecture);
+- ``nvcc_arch``: "nvcc fatal : Unsupported gpu architecture 'compute_86'";
+- ``gcc_new`` / ``gcc_old``: the host compiler lines above (the fact stays explain only);
+- ``apex_cuda``: apex's "Cuda extensions are being compiled with a version of Cuda that does not
+  match the version used to compile Pytorch binaries. Pytorch binaries were compiled with Cuda
+  10.2." → torch_cuda;
+- ``std_flag``: a compiler command with ``-std=c++14`` (or 11) — an op compiled with that
+  standard;
+- ``cuda_unavailable``: collect_env's "Is CUDA available: False", "torch.cuda.is_available()
+  returns False";
+- ``pip_no_match``: pip's "No matching distribution found for torch==1.10.0+cu113" (no file for
+  this Python or platform).
 """
 
 from __future__ import annotations
@@ -59,9 +86,38 @@ _THC = re.compile(rf"{_Q}{_THC_H}{_Q}:?\s*No such file|missing\s+{_Q}{_THC_H}\b"
 _AIO_LIB = re.compile(r"\bLNK1181\b.*\b(?:aio|cufile)\.lib", re.I)
 _SHM = re.compile(r"(?:exit\s?code|return code|exit status)\s*[:=]?\s*-7\b|\bSIGBUS\b|\bBus error\b"
                   r"|insufficient shared memory \(shm\)", re.I)
+_SHM_PROSE = re.compile(r"(?:shared memory|\bshm\b).{0,24}(?:insufficient|not enough|too small|"
+                        r"不够|不足)|(?:insufficient|not enough|too little)\s.{0,24}"
+                        r"(?:shared memory|\bshm\b)|(?:docker|container)\S*\s?.{0,24}"
+                        r"(?:limit|限制)\S*\s?.{0,12}(?:/dev/shm|\bshm\b|shared memory)", re.I)
+_THC_NAMED = re.compile(rf"\b{_THC_H}\b|\bTHC\b.{{0,40}}\bnot compatible", re.I)
+_DRIVER_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d{4,6})\)",
+                         re.I)
+_INSUFFICIENT = re.compile(r"CUDA driver version is insufficient for CUDA runtime version", re.I)
+_CAPABILITY = re.compile(r"(?:^|:\s)\s*([^:]*?\S) with CUDA capability sm_(\d{2,3})[a-z]? is not "
+                         r"compatible with the current PyTorch installation", re.I)
+_SUPPORTS = re.compile(r"The current PyTorch install supports CUDA capabilities\s+"
+                       r"((?:(?:sm|compute)_\d{2,3}[a-z]?\s*)+)", re.I)
+_TOO_OLD_GPU = re.compile(r"Found GPU\s?\d+ (.+?) which is of cuda capability (\d+\.\d+)\.?\s*"
+                          r"PyTorch no longer supports this GPU because it is too old", re.I)
+_NO_KERNEL = re.compile(r"no kernel image is available for execution on the device|"
+                        r"\binvalid device function\b", re.I)
+_NVCC_ARCH = re.compile(r"nvcc fatal\s*:\s*Unsupported gpu architecture "
+                        r"[`'‘\"]?(?:compute|sm)_(\d{2,3})[a-z]?", re.I)
+_APEX_CUDA = re.compile(r"Cuda extensions are being compiled with a version of Cuda that does not "
+                        r"match the version used to compile Pytorch binaries\.?\s*(?:Pytorch "
+                        r"binaries were compiled with Cuda (\d+\.\d+))?", re.I)
+_STD_FLAG = re.compile(r"(?:^|[\s/])(?:[\w.-]*-)?(?:gcc|g\+\+|c\+\+|nvcc|clang\+\+)(?:-\d+)?\s"
+                       r".*\s-std=(?:c|gnu)\+\+(11|14|0x|1y)\b")
+_UNAVAILABLE = re.compile(r"Is CUDA available:\s*False\b|cuda\.is_available\(\)\W{0,3}"
+                          r"(?:\w+\s){0,2}\W{0,3}False\b", re.I)
+_PIP_NO_MATCH = re.compile(r"No matching distribution found for (torch|deepspeed|colossalai|"
+                           r"megatron[-_]core)\b", re.I)
 # error id → the pattern of a line that states it and no snapshot fact besides
 _LINES = (("glibc", _GLIBC), ("glibcxx", _GLIBCXX), ("cxx_std", _CXX_STD), ("thc", _THC),
-          ("aio_lib", _AIO_LIB), ("shm", _SHM))
+          ("aio_lib", _AIO_LIB), ("shm", _SHM), ("no_kernel", _NO_KERNEL),
+          ("nvcc_arch", _NVCC_ARCH), ("std_flag", _STD_FLAG), ("cuda_unavailable", _UNAVAILABLE),
+          ("pip_no_match", _PIP_NO_MATCH), ("shm", _SHM_PROSE), ("thc_named", _THC_NAMED))
 _LONGEST = 300
 
 
@@ -69,76 +125,111 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
     out: list[Extracted] = []
     seen: set[str] = set()
     for i, line in enumerate(lines):
-        if line.number in claimed:
-            continue
+        # a line another parser took is read too: an error can share a line with what it
+        # quotes (apex prints nvcc's banner and its own mismatch line as one)
         if line.text.endswith("undefined symbol:") and i + 1 < len(lines):
             line = replace(line, text=f"{line.text} {lines[i + 1].text}")  # a wrapped symbol
-        found = [e for e in _one(line) if e.fact not in seen]  # an error's first line only
-        seen.update(e.fact for e in found if e.fact.startswith("errors."))
+        found = [e for e in _one(line, lines[i + 1:i + 3]) if e.fact not in seen]
+        seen.update(e.fact for e in found if e.fact.startswith("errors."))  # its first line only
         if found:
             claimed.add(line.number)
             out.extend(found)
     return out
 
 
-def _one(line: Line) -> list[Extracted]:
-    found = _facts(line)
-    error = _error_id(line, found)
+def _one(line: Line, after: list[Line]) -> list[Extracted]:
+    found, error = _facts(line, after)
+    at = 0
+    if error is None and not found:
+        for error_id, pattern in _LINES:
+            m = pattern.search(line.text)
+            if m:
+                error, at = error_id, m.end()
+                break
     if error:
-        shown = line.source if len(line.source) <= _LONGEST else line.source[:_LONGEST - 1] + "…"
-        found.append(fact(line, f"errors.{error}", shown, FORMAT))
+        found.append(fact(line, f"errors.{error}", _excerpt(line.source, at), FORMAT))
     return found
 
 
-def _error_id(line: Line, found: list[Extracted]) -> str | None:
-    """The id of the error ``line`` states (see the module docstring), or None."""
-    facts = {e.fact for e in found}
-    if "torch_cuda" in facts:
-        return "cuda_mismatch"
-    if "libaio.headers" in facts:
-        return "libaio_h"
-    if "ninja" in facts:
-        return "ninja"
-    if found:
-        return None
-    return next((error for error, pattern in _LINES if pattern.search(line.text)), None)
+def _excerpt(source: str, at: int) -> str:
+    """``source`` when short, else _LONGEST characters of it that end with its match (which
+    ends at ``at`` in the cleaned text: near the same place in the source)."""
+    if len(source) <= _LONGEST:
+        return source
+    if at <= _LONGEST - 1:
+        return source[:_LONGEST - 1] + "…"
+    end = min(len(source), at + 40)
+    return "…" + source[end - _LONGEST + 2:end] + ("…" if end < len(source) else "")
 
 
-def _facts(line: Line) -> list[Extracted]:
+def _cc(digits: str) -> str:
+    """"80" → "8.0", "120" → "12.0": torch's sm_XY as a compute capability."""
+    return f"{digits[:-1]}.{digits[-1]}"
+
+
+def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
+    """The facts ``line`` states and the id of the error it is (None: not one of those)."""
     text = line.text
     cuda = _DS_CUDA.search(text) or _TORCH_CUDA.search(text)
     if cuda:
         return [fact(line, "nvcc", cuda.group(1), FORMAT,
                      note="the CUDA toolkit of CUDA_HOME, major.minor"),
-                fact(line, "torch_cuda", cuda.group(2), FORMAT)]
+                fact(line, "torch_cuda", cuda.group(2), FORMAT)], "cuda_mismatch"
+    apex = _APEX_CUDA.search(text)
+    if apex:
+        return ([fact(line, "torch_cuda", apex.group(1), FORMAT)] if apex.group(1) else []), \
+            "apex_cuda"
     if _LIBAIO_H.search(text):
-        return [fact(line, "libaio.headers", False, FORMAT)]
+        return [fact(line, "libaio.headers", False, FORMAT)], "libaio_h"
     if _NINJA.search(text):
-        return [fact(line, "ninja", None, FORMAT, note="torch found no ninja binary")]
+        return [fact(line, "ninja", None, FORMAT, note="torch found no ninja binary")], "ninja"
     if _NO_CUDA_HOME.search(text):
-        return [fact(line, "cuda_home", None, FORMAT)]
+        return [fact(line, "cuda_home", None, FORMAT)], None
     home = _CUDA_HOME.search(text)
     if home:
-        return [fact(line, "cuda_home", home.group(1), FORMAT)]
+        return [fact(line, "cuda_home", home.group(1), FORMAT)], None
     undefined = _UNDEFINED.search(text)
     if undefined:
         return [fact(line, f"import_errors.{module_of(undefined.group(1))}",
-                     undefined.group(2), FORMAT)]
+                     undefined.group(2), FORMAT)], None
     missing = _NO_MODULE.search(text)
     if missing:
         return [fact(line, f"import_errors.{missing.group(1)}",
-                     f"No module named '{missing.group(1)}'", FORMAT)]
+                     f"No module named '{missing.group(1)}'", FORMAT)], None
     gnu = _GNU.search(text)
     if gnu:
         return [fact(line, "host_compiler_rejected", f"gcc newer than {gnu.group(1)}", FORMAT,
-                     kept=False, note="explain only: nvcc rejects the host gcc as newer than "
-                     f"{gnu.group(1)}; it does not say which version")]
+                     kept=False, note="nvcc rejects the host gcc as newer than "
+                     f"{gnu.group(1)}; it does not say which version")], "gcc_new"
     old = _OLD_GCC.search(text)
     if old:
         return [fact(line, "host_compiler_rejected", f"gcc older than {old.group(1)}", FORMAT,
-                     kept=False, note="explain only: torch's headers reject the host gcc as "
-                     f"older than {old.group(1)}; it does not say which version")]
-    return []
+                     kept=False, note="torch's headers reject the host gcc as older than "
+                     f"{old.group(1)}; it does not say which version")], "gcc_old"
+    supports = driver_cuda(text)
+    if supports:
+        return [fact(line, "driver_max_cuda", supports, FORMAT, kept=False,
+                     note=f"the driver supports CUDA ≤ {supports} (torch's 'found version' is "
+                     "1000 × major + 10 × minor)")], "driver_old"
+    if _INSUFFICIENT.search(text):
+        return [], "driver_old"
+    capability = _CAPABILITY.search(text)
+    if capability:
+        name = capability.group(1).rsplit("UserWarning:", 1)[-1].strip(" :`'\"")
+        out = [fact(line, "gpus", ({"name": name, "compute_capability": _cc(capability.group(2))},),
+                    FORMAT, note="torch's capability warning")]
+        supports = next((m for m in (_SUPPORTS.search(x.text) for x in [line, *after]) if m),
+                        None)
+        if supports:
+            out.append(fact(line, "torch_arch_list", tuple(supports.group(1).split()), FORMAT,
+                            note="the archs torch's warning lists"))
+        return out, "gpu_capability"
+    too_old = _TOO_OLD_GPU.search(text)
+    if too_old:
+        return [fact(line, "gpus", ({"name": too_old.group(1).strip(),
+                                     "compute_capability": too_old.group(2)},), FORMAT,
+                     note="torch's 'no longer supports this GPU' warning")], "gpu_capability"
+    return [], None
 
 
 def module_of(path: str) -> str:
@@ -150,3 +241,27 @@ def module_of(path: str) -> str:
         path.rsplit("/", 1)[-1]
     stem = re.sub(r"(?:\.cpython-[^/]*|\.cp\d+-[^/]*|\.abi3)?\.(?:so|pyd)(?:\.\d+)*$", "", tail)
     return stem.replace("/", ".")
+
+
+def driver_cuda(line: str) -> str | None:
+    """The CUDA version a driver supports from torch's "too old (found version 11060)" line:
+    "11.6" (cuDriverGetVersion's 1000 × major + 10 × minor), or None."""
+    m = _DRIVER_OLD.search(line)
+    if not m:
+        return None
+    number = int(m.group(1))
+    return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def arch_of(line: str) -> str | None:
+    """The sm_XY an "Unsupported gpu architecture 'compute_86'" line names, or None."""
+    m = _NVCC_ARCH.search(line)
+    return f"sm_{m.group(1)}" if m else None
+
+
+def std_of(line: str) -> int | None:
+    """The C++ standard a compiler line passes with -std (14 for c++14 / c++1y), or None."""
+    m = re.search(r"\s-std=(?:c|gnu)\+\+(11|14|0x|1y)\b", line)  # the kept line may be cut
+    if not m:
+        return None
+    return {"0x": 11, "1y": 14}.get(m.group(1)) or int(m.group(1))

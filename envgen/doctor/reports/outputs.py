@@ -13,7 +13,9 @@ command's output states (see the needs in envgen/doctor/rules_*.py):
 - ``ls /usr/include/libaio.h; ldconfig -p | grep libaio`` → the header's path or ls's "cannot
   access", and ldconfig's "libaio.so.1 (libc6,x86-64) => …";
 - ``ninja --version`` → "1.11.1" and ``print(torch.version.cuda)`` → "12.1": a bare version
-  says which program printed it only right after the command's line, or as the whole paste.
+  says which program printed it only right after the command's line, or as the whole paste;
+- ``>>> torch.__version__`` (or ``print(torch.__version__)``) → "'0.1.12+0ba2043'" on the next
+  line.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ _NINJA = re.compile(r"^1\.\d+\.\d+(?:\.git)?$")
 _CUDA = re.compile(r"^(\d{1,2}\.\d|None)$")
 _NINJA_CMD = re.compile(r"\bninja\s+--version\b", re.I)
 _CUDA_CMD = re.compile(r"torch\.version\.cuda\)?\s*['\"]?\s*$", re.I)
+_TORCH_CMD = re.compile(r"torch\.__version__\)?\s*['\"]?\s*$")
+_QUOTED = re.compile(r"^(['\"]?)(\d+\.\d+(?:\.\d+)?(?:[.+\-]?[\w.+]+)?)\1$")
 
 
 def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
@@ -98,6 +102,9 @@ def _one(line: Line, before: str, alone: bool) -> list[Extracted]:
         return [fact(line, "libaio.library", True, FORMAT, note="ldconfig lists libaio.so.1")]
     if _NINJA.match(text) and (alone or _NINJA_CMD.search(before)):
         return [fact(line, "ninja", text, FORMAT, note="`ninja --version`")]
+    m = _QUOTED.match(text)
+    if m and _TORCH_CMD.search(before):
+        return [fact(line, "torch", m.group(2), FORMAT, note="torch.__version__")]
     m = _CUDA.match(text)
     if m and (_CUDA_CMD.search(before) or (alone and m.group(1) != "None")):
         value = None if m.group(1) == "None" else version(m.group(1))
