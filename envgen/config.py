@@ -32,16 +32,13 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from envgen import validate
 from envgen.errors import UsageError
-from envgen.record import record
 from envgen.userfile import read_bytes
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from pathlib import Path
-    from typing import Any
 
 
 def _toml() -> Any:
@@ -80,7 +77,7 @@ def _program(value: Any, what: str, source: str | None) -> str:
     return raw
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Spec:
     """One setting: its flag (the argparse attribute), environment variable and check."""
 
@@ -127,23 +124,14 @@ PATH_KEYS = ("matrix-dir", "data-dir", "cache-dir", "ca-cert", "out")
 def cache_root() -> Path:
     """Where envgen caches (HTTP pages, solver repodata, uv): $ENVGEN_CACHE_DIR, else
     $XDG_CACHE_HOME/envgen (~/.cache/envgen). The harvester uses its ``http/`` folder."""
-    from pathlib import Path
-
-    return Path(cache_text())
-
-
-def cache_text() -> str:
-    """:func:`cache_root` as text (the start-up path imports no pathlib: envgen.facts.locate)."""
     env = os.environ.get("ENVGEN_CACHE_DIR")
     if env:
-        return validate.path_text(env, "ENVGEN_CACHE_DIR", "ENVGEN_CACHE_DIR")
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "envgen")
+        return validate.path(env, "ENVGEN_CACHE_DIR", "ENVGEN_CACHE_DIR")
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache", "envgen")
 
 
 def find_config(start: str | Path | None = None) -> tuple[Path | None, dict[str, Any]]:
-    """The nearest envgen.toml, or pyproject.toml with a [tool.envgen] table, checked.
-    (The folders are walked as text: no pathlib unless a file is found.)"""
+    """The nearest envgen.toml, or pyproject.toml with a [tool.envgen] table, checked."""
     folder = os.path.realpath(start if start is not None else os.getcwd())
     while True:
         for name in ("envgen.toml", "pyproject.toml"):
@@ -158,8 +146,6 @@ def find_config(start: str | Path | None = None) -> tuple[Path | None, dict[str,
                                  source=found) from None
             if name == "pyproject.toml" and not may_hold_tool_table(data):
                 continue
-            from pathlib import Path
-
             path = Path(found)
             doc = _parse_toml(path, data)
             table = doc if name == "envgen.toml" else _tool_table(doc, path)

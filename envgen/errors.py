@@ -21,10 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 
 class EnvgenError(Exception):

@@ -21,13 +21,12 @@ from __future__ import annotations
 import os
 import stat
 import sys
+from typing import TYPE_CHECKING, Any
 
 from envgen.errors import UsageError
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any
 
 _MiB = 1024 * 1024
 

@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
+from typing import Any
 
 from envgen.errors import UsageError
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from pathlib import Path
-    from typing import Any
 
 # C0 and C1 controls, DEL, the line and paragraph separators (a set, not a regex: a character
 # class beyond Latin-1 costs ~0.5 ms to compile, on every command's start-up)
@@ -77,14 +74,7 @@ def strings(value: Any, what: str, source: str | None = None) -> tuple[str, ...]
 
 def path(value: Any, what: str, source: str | None = None) -> Path:
     """A filesystem path, ``~`` expanded, made absolute (not required to exist)."""
-    from pathlib import Path
-
-    return Path(path_text(value, what, source))
-
-
-def path_text(value: Any, what: str, source: str | None = None) -> str:
-    """:func:`path` as text (for the start-up path, which imports no pathlib)."""
-    return os.path.abspath(os.path.expanduser(text(value, what, source)))
+    return Path(os.path.abspath(os.path.expanduser(text(value, what, source))))
 
 
 def url(value: Any, what: str, source: str | None = None,

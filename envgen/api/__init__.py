@@ -21,6 +21,9 @@ modules are private (``_make.py`` …) so that ``envgen.api.make`` stays the fun
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 _EXPORTS = {
     "Matrix": "envgen.facts.matrix",
     "Progress": "envgen.api.progress",
@@ -109,10 +112,7 @@ __all__ = [
     "whatif",
 ]
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
-    from typing import Any
-
+if TYPE_CHECKING:
     from envgen.api._build import BuildRequest, build, build_plan
     from envgen.api._doctor import DoctorRequest, DoctorResult, doctor
     from envgen.api._drift import DriftRequest, DriftResult, drift
@@ -138,7 +138,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'envgen.api' has no attribute {name!r}")
-    value = getattr(__import__(module, fromlist=(name,)), name)  # (not importlib: start-up)
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value
 

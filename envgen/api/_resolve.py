@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 
 from envgen.facts.matrix import Matrix
 from envgen.progress import Progress, quiet
-from envgen.record import field, record
 from envgen.resolve import Combination, Request, iter_resolve, torch_verdicts
 from envgen.resolve.request import validate
 from envgen.resolve.why import Decision, decisions
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ResolveResult:
     """The best combination (``best``, with ``why``), and all the ranked ones. With no limit,
     ``combinations`` is a one-shot iterator (streamed: never all in memory at once)."""

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from envgen.api.progress import Progress, quiet
 from envgen.facts.matrix import Matrix
-from envgen.record import record
 from envgen.results.selector import render_selector_json, selector_data
 from envgen.results.store import load_many
 from envgen.results.table import (
@@ -31,7 +31,7 @@ from envgen.results.table import (
 from envgen.writelock import holding
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TableRequest:
     write: bool = False  # write the three files (else only render)
     page: Path = Path("docs/compatibility.md")
@@ -43,7 +43,7 @@ class TableRequest:
     selector_file: Path | None = Path("docs/selector.json")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TableResult:
     table: Table
     request: TableRequest

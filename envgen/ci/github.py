@@ -12,23 +12,21 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from envgen.errors import DataError
 from envgen.facts.cells import Cell
-from envgen.record import record
 from envgen.userfile import read_bytes
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
-    from typing import Any
-
     from envgen.facts.matrix import Matrix
 
 MANIFEST = "envgen.lock.json"
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GithubEntry:
     """One job of the matrix: the cell's combination, its lock hash (None: not locked yet),
     the `envgen make` options its lock needs and the moving image tags it carries
@@ -44,7 +42,7 @@ class GithubEntry:
                 "make_options": self.make_options, "aliases": self.aliases}
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class GithubMatrix:
     """The cells due (``include``) and how many cells there are, already verified, not
     locked yet."""

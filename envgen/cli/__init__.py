@@ -10,19 +10,6 @@ which imports only the module of the command being run.
 import sys
 
 
-def entrypoint() -> None:
-    """The console script ``envgen``. It starts without garbage collection and ends without
-    the interpreter's teardown once every exit function has run (envgen/cli/lifecycle.py)."""
-    from envgen.cli import lifecycle
-
-    lifecycle.begin()
-    try:
-        _run()
-    except SystemExit as exc:
-        lifecycle.leaving(exc.code)
-        raise
-
-
 def _standard_streams() -> None:
     """A standard stream the caller closed (``envgen ... >&-``, a daemon's closed stdin) is
     opened on /dev/null: no file envgen opens later can land on fd 0-2 (where a child process
@@ -43,7 +30,8 @@ def _standard_streams() -> None:
                 setattr(sys, name, open(fd, mode, closefd=False))  # noqa: SIM115 (for the process)
 
 
-def _run() -> None:
+def entrypoint() -> None:
+    """The console script ``envgen``."""
     import os
 
     _standard_streams()

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import functools
 import sys
+from typing import TYPE_CHECKING, Any, TextIO
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
     from pathlib import Path
-    from typing import Any, TextIO
 
     from envgen.cli.progress import Reporter
     from envgen.facts.matrix import Matrix
 
 
 class Context:
-    """A plain class (not a dataclass: see envgen.record for why none is made at start-up)."""
+    """What every command is given: where the matrix and data are, the output mode and
+    streams, and the configuration read (with where each setting came from)."""
 
     def __init__(self, matrix_dir: Path | None, json: bool = False, quiet: bool = False,
                  verbose: bool = False, config: dict[str, Any] | None = None,
@@ -47,8 +47,6 @@ class Context:
         return self._given_or_located("data_dir", self._data_dir)
 
     def _given_or_located(self, name: str, given: Path | None) -> Path | None:
-        """(A Path made only when asked for: envgen.facts.matrix keeps the located directories
-        as text, so that start-up imports no pathlib.)"""
         if given is None and "matrix" in self.__dict__:
             return getattr(self.matrix, name)
         return given

@@ -13,16 +13,11 @@ import argparse
 import functools
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 
-try:  # the signal functions without signal.py's enums (~1 ms of start-up to make them)
-    import _signal as _signals
-except ImportError:  # pragma: no cover (an interpreter without CPython's _signal)
-    import signal as _signals
-
 from envgen import __version__  # noqa: F401 (the CLI's version, for tools)
-from envgen.cli import lifecycle
 from envgen.cli.commands import COMMANDS, MATRIX_COMMANDS
 from envgen.cli.context import Context
 from envgen.cli.progress import wants_bars
@@ -229,14 +224,14 @@ class _SigtermRaises:
 
     def __enter__(self) -> None:
         try:
-            self.saved = _signals.signal(_signals.SIGTERM, self.handler)
+            self.saved = signal.signal(signal.SIGTERM, self.handler)
             self.installed = True
         except ValueError:  # not the main thread: only it may handle signals
             self.installed = False
 
     def __exit__(self, *exc_info: object) -> None:
         if self.installed:
-            _signals.signal(_signals.SIGTERM, self.saved)
+            signal.signal(signal.SIGTERM, self.saved)
 
     @staticmethod
     def handler(signum, _frame):
@@ -329,7 +324,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 parser.print_help(sys.stderr)
                 raise UsageError("which command?", hint="run `envgen --help` to list them")
             ctx = make_context(args)
-            lifecycle.started()  # the collector back on (off while the console script starts)
             try:
                 return int(args.func(args, ctx) or 0)
             finally:

@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any, TextIO
+from typing import Any, TextIO
 
 
 def wants_bars(stream: TextIO, quiet: bool, as_json: bool) -> bool:

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any, TextIO
+from typing import Any, TextIO
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from envgen import validate
 from envgen.cli.commands import help_for
@@ -12,7 +13,6 @@ from envgen.errors import InfeasibleError, UsageError
 from envgen.resolve.combination import Combination
 from envgen.resolve.request import Request
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
     from envgen.resolve.explain import Explanation
 

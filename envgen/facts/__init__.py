@@ -9,9 +9,7 @@ the one owner of those files; every other stage takes its values, never a path.
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 _EXPORTS = {
     "load_facts": "load", "find_matrix_dir": "locate", "Matrix": "matrix",

@@ -8,15 +8,15 @@ reported at once (DataError). Pure: no state, nothing written.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from envgen.errors import DataError
 from envgen.ids import COMBINATION_ID, parse_combination_id  # noqa: F401 (re-exported)
-from envgen.record import record
 
 FILE = "cells.toml"
 SCHEMA = "cells"
-@record
+@dataclass(frozen=True, slots=True)
 class Cell:
     """One cell: a combination id plus how to lock and build it."""
 

@@ -34,25 +34,24 @@ ignored: it only ever saves time. ``ENVGEN_FACTS_CACHE=0`` turns it off.
 
 from __future__ import annotations
 
-import _pickle  # the reader only: pickle.py costs ~1 ms more to import (start-up)
+import dataclasses
+import functools
+import hashlib
 import marshal
 import os
+import pickle
 import time
+from typing import TYPE_CHECKING, Any
 
-from envgen.digests import small_sha256
 from envgen.facts.model import Facts, FrameworkRelease, TorchBuild
 from envgen.userfile import read_private_cache
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from pathlib import Path
-    from typing import Any
 
 FORMAT = 3  # bump when the pickled form changes shape
 KEEP = 16  # compiled copies kept (facts, citations, cells of the matrices and versions in use)
-# paths as text: this module is on the start-up path of every command that reads facts, and
-# pathlib costs ~6 ms to import on Python 3.11 (see envgen/facts/locate.py)
 _HERE = os.path.dirname(os.path.realpath(__file__))
 
 
@@ -70,7 +69,7 @@ def _code_files() -> list[str]:
     found += [join(_HERE, n) for n in os.listdir(_HERE) if n.endswith(".py")]
     # the base modules the values are built and checked with
     return sorted([*found, join(schemas, "check.py"),
-                   *(join(base, n) for n in ("record.py", "versions.py", "ids.py"))])
+                   *(join(base, n) for n in ("versions.py", "ids.py"))])
 
 
 RACY_NS = 2_000_000_000  # a file changed this recently is hashed again next time (as git)
@@ -89,7 +88,7 @@ def key(files: list[tuple[str, str | Path]]) -> str:
 
     memo = _read_memo()
     changed = False
-    h = small_sha256(f"{FORMAT}\0{__version__}\0".encode())  # (the key's few bytes)
+    h = hashlib.sha256(f"{FORMAT}\0{__version__}\0".encode())
     code = [("code/" + os.path.basename(p), p) for p in _code_files()]
     for label, path in [*files, *code]:
         name = os.fspath(path)
@@ -99,8 +98,6 @@ def key(files: list[tuple[str, str | Path]]) -> str:
         if known is not None and known[0] == stamp:
             digest = known[1]
         else:
-            import hashlib  # OpenSSL's SHA-256: fast on large files (loaded only here)
-
             began = time.time_ns()
             with open(name, "rb") as fh:
                 digest = hashlib.sha256(fh.read()).digest()
@@ -115,9 +112,9 @@ def key(files: list[tuple[str, str | Path]]) -> str:
 
 
 def _folder() -> str:
-    from envgen.config import cache_text
+    from envgen.config import cache_root
 
-    return os.path.join(cache_text(), "facts")
+    return os.path.join(cache_root(), "facts")
 
 
 def _memo_path() -> str:
@@ -217,7 +214,7 @@ def dumps(facts: Any) -> bytes:
     the main pickle, then those parts (pickle protocol 5 out-of-band buffers)."""
     import io
 
-    parts: list[_pickle.PickleBuffer] = []
+    parts: list[pickle.PickleBuffer] = []
     buf = io.BytesIO()
     _Pickler(buf, protocol=5, buffer_callback=parts.append).dump(facts)
     main = buf.getvalue()
@@ -242,20 +239,19 @@ def loads(data: bytes) -> Any:
         at += n
     if at != len(view):
         raise ValueError("truncated or padded compiled facts file")
-    return _pickle.loads(main, buffers=parts)
+    return pickle.loads(main, buffers=parts)
 
 
 _SETTERS: dict[type, tuple] = {}
 
 
+@functools.cache
 def _fields(cls: type) -> tuple[str, ...] | None:
-    """The field names of a record (envgen.record) or dataclass ``cls`` declares, else None;
-    read without making a record's ``__dataclass_fields__`` (that imports dataclasses)."""
-    names = cls.__dict__.get("__record_fields__")
-    if names is None:
-        fields = cls.__dict__.get("__dataclass_fields__")
-        names = tuple(fields) if isinstance(fields, dict) else None
-    return names
+    """The field names of dataclass ``cls`` (a class made by ``@dataclass`` itself, not a
+    subclass of one), else None."""
+    if "__dataclass_fields__" not in cls.__dict__:
+        return None
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def _setters(cls: type) -> tuple:
@@ -275,7 +271,7 @@ def _rebuild(cls: type, values: tuple) -> Any:
     return obj
 
 
-class _Pickler(_pickle.Pickler):  # (pickle.Pickler is this class)
+class _Pickler(pickle.Pickler):
     def __init__(self, *args, lazy: bool = True, **kw) -> None:
         super().__init__(*args, **kw)
         self.lazy = lazy
@@ -286,7 +282,7 @@ class _Pickler(_pickle.Pickler):  # (pickle.Pickler is this class)
             lazy = _LAZY_OF[cls]
             eager = tuple(getattr(obj, n) for n in lazy.EAGER)
             blob = _dumps_eager(tuple(getattr(obj, n) for n in lazy.LAZY))
-            return _rebuild_lazy, (lazy, eager, _pickle.PickleBuffer(blob))
+            return _rebuild_lazy, (lazy, eager, pickle.PickleBuffer(blob))
         if cls in _LAZY_BASE:  # a lazy record: store it as the plain record it stands for
             return self.reducer_override(_LAZY_BASE[cls]._real(obj))
         if _slotted(cls):
@@ -344,7 +340,7 @@ class _Lazy:
 
     def _fill(self) -> None:
         cls = type(self)
-        values = _pickle.loads(cls.BLOB_GETTER(self))
+        values = pickle.loads(cls.BLOB_GETTER(self))
         for put, value in zip(cls.LAZY_SETTERS, values, strict=True):
             put(self, value)
         cls.BLOB_SETTER(self, None)

@@ -12,6 +12,8 @@ parsers nor the validator.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from typing import Any
 
 from envgen.facts import compiled
 from envgen.facts.locate import (  # the files a matrix has, where they are
@@ -19,15 +21,9 @@ from envgen.facts.locate import (  # the files a matrix has, where they are
     HARVESTED,
     OPTIONAL,
     OPTIONAL_HARVESTED,
-    harvested_text,
+    harvested_dir,
 )
 from envgen.facts.model import Facts
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from pathlib import Path
-    from typing import Any
-
 
 
 def __getattr__(name: str) -> Any:
@@ -43,23 +39,21 @@ def __getattr__(name: str) -> Any:
 _CACHE: dict[tuple, Facts] = {}
 
 
-def _reads(matrix_dir: str, harvested: str) -> list[tuple[str, str]]:
-    """(label, path) of every file the facts are read from (paths as text: no pathlib on the
-    way to a compiled copy, see envgen/facts/locate.py)."""
-    join, exists = os.path.join, os.path.exists
-    reads = [(f"harvested/{name}", join(harvested, name)) for name in HARVESTED
-             if name not in OPTIONAL_HARVESTED or exists(join(harvested, name))]
-    curated = join(matrix_dir, "curated")
-    reads += [(f"curated/{name}.toml", join(curated, f"{name}.toml")) for name in CURATED
-              if name not in OPTIONAL or exists(join(curated, f"{name}.toml"))]
+def _reads(matrix_dir: Path, harvested: Path) -> list[tuple[str, Path]]:
+    """(label, path) of every file the facts are read from."""
+    reads = [(f"harvested/{name}", harvested / name) for name in HARVESTED
+             if name not in OPTIONAL_HARVESTED or (harvested / name).exists()]
+    curated = matrix_dir / "curated"
+    reads += [(f"curated/{name}.toml", curated / f"{name}.toml") for name in CURATED
+              if name not in OPTIONAL or (curated / f"{name}.toml").exists()]
     return reads
 
 
 def facts_key(matrix_dir: str | Path, data_dir: str | Path | None = None) -> str | None:
     """The digest of the files the facts of ``matrix_dir`` are read from (the compiled copy's
     key), computed without loading them; None when a file cannot be read."""
-    matrix_dir = os.fspath(matrix_dir)
-    harvested = harvested_text(matrix_dir, data_dir or None)
+    matrix_dir = Path(matrix_dir)
+    harvested = harvested_dir(matrix_dir, data_dir or None)
     try:
         return compiled.key(_reads(matrix_dir, harvested))
     except OSError:
@@ -70,8 +64,8 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
     """Load and validate every file in ``matrix_dir``; raise DataError listing all problems.
     With ``data_dir``, harvested facts come from its harvested/ when that snapshot is newer
     (:func:`envgen.facts.locate.harvested_dir`)."""
-    matrix_dir = os.fspath(matrix_dir)
-    harvested = harvested_text(matrix_dir, data_dir or None)
+    matrix_dir = Path(matrix_dir)
+    harvested = harvested_dir(matrix_dir, data_dir or None)
     reads = _reads(matrix_dir, harvested)
     try:  # this process's copy: by modification time (a stat per file, no reading)
         stamp = (os.path.realpath(matrix_dir), os.path.realpath(harvested),
@@ -92,11 +86,9 @@ def load_facts(matrix_dir: str | Path, data_dir: str | Path | None = None) -> Fa
             _CACHE.clear()
             _CACHE[stamp] = hit
             return hit
-    from pathlib import Path
-
     from envgen.facts.parse import read_facts
 
-    facts = read_facts(Path(matrix_dir), Path(harvested),
+    facts = read_facts(matrix_dir, harvested,
                        globals().get("check") or __getattr__("check"))
     _CACHE.clear()
     if stamp is not None:

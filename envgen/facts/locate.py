@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from envgen.errors import DataError, FilesystemError
 
@@ -28,92 +29,62 @@ OPTIONAL_HARVESTED = ("os_toolkits.json",)  # a matrix without it offers no os-p
 CURATED = ("os", "cuda", "torch", "frameworks", "policy", "toolchain", "gpus", "compilers")
 OPTIONAL = ("toolchain",)  # curated files a matrix may leave out
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from pathlib import Path
 
-# Paths are handled as text (os.path) here: this module is on every command's start-up path,
-# and pathlib costs ~6 ms to import on Python 3.11 (it imports urllib.parse and ipaddress).
-# The public functions return Path; the ``*_text`` ones, the same as text, are what
-# envgen.facts.matrix and envgen.facts.load use.
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
-
-
-def _path(text: str) -> Path:
-    from pathlib import Path
-
-    return Path(text)
+_PACKAGE = Path(__file__).resolve().parent.parent
 
 
 def package_dir() -> Path:
     """The installed envgen package (never written to)."""
-    return _path(_PACKAGE)
+    return _PACKAGE
 
 
-def _inside(path: str | os.PathLike, folder: str) -> bool:
-    real, base = os.path.realpath(path), os.path.realpath(folder)
-    return real == base or real.startswith(base.rstrip(os.sep) + os.sep)
+def _inside(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
+    return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
 
 
-def find_matrix_dir(explicit: str | Path | None = None, source: str | None = None) -> Path:
+def find_matrix_dir(explicit: str | os.PathLike | None = None,
+                    source: str | None = None) -> Path:
     """The matrix to read; ``explicit`` (from ``source``: a flag, config key or env var)
     first, else the checkout's matrix/, else the wheel's copy."""
-    return _path(find_matrix_text(explicit, source))
-
-
-def find_matrix_text(explicit: str | os.PathLike | None = None,
-                     source: str | None = None) -> str:
-    """:func:`find_matrix_dir` as text."""
-    candidates: list[tuple[str, str]] = []
+    candidates: list[tuple[str, Path]] = []
     if not explicit and os.environ.get("ENVGEN_MATRIX_DIR", "").strip():
         explicit, source = os.environ["ENVGEN_MATRIX_DIR"], "ENVGEN_MATRIX_DIR"
     if explicit:
-        candidates.append((source or "--matrix-dir", os.fspath(explicit)))
+        candidates.append((source or "--matrix-dir", Path(explicit)))
     else:
-        candidates.append(("source checkout", os.path.join(os.path.dirname(_PACKAGE),
-                                                           "matrix")))
-        candidates.append(("installed package", os.path.join(_PACKAGE, "_matrix")))
+        candidates.append(("source checkout", _PACKAGE.parent / "matrix"))
+        candidates.append(("installed package", _PACKAGE / "_matrix"))
     for _origin, path in candidates:
-        if os.path.isdir(os.path.join(path, "curated")):
+        if (path / "curated").is_dir():
             return path
     origin, path = candidates[0]
-    problem = "is not a directory" if os.path.exists(path) and not os.path.isdir(path) else (
-        "holds no curated/ folder" if os.path.isdir(path) else "does not exist")
+    problem = "is not a directory" if path.exists() and not path.is_dir() else (
+        "holds no curated/ folder" if path.is_dir() else "does not exist")
     raise DataError(
         f"no matrix data at {path} (from {origin}): it {problem}",
         hint="point --matrix-dir or ENVGEN_MATRIX_DIR at a directory holding curated/ and "
         "harvested/, e.g. the matrix/ folder of an envgen checkout", source=source)
 
 
-def default_data_dir(matrix_dir: str | Path) -> Path:
+def default_data_dir(matrix_dir: str | os.PathLike) -> Path:
     """The matrix itself unless it is inside the installed package; then the user data dir."""
-    return _path(default_data_text(matrix_dir))
-
-
-def default_data_text(matrix_dir: str | os.PathLike) -> str:
-    """:func:`default_data_dir` as text."""
     if not _inside(matrix_dir, _PACKAGE):
-        return os.fspath(matrix_dir)
+        return Path(matrix_dir)
     import platformdirs
 
-    return platformdirs.user_data_dir("envgen", appauthor=False)
+    return Path(platformdirs.user_data_dir("envgen", appauthor=False))
 
 
-def check_data_dir(data_dir: str | Path, source: str | None = None) -> Path:
+def check_data_dir(data_dir: str | os.PathLike, source: str | None = None) -> Path:
     """``data_dir`` may be written: not inside the installed package, not a file."""
-    return _path(check_data_text(data_dir, source))
-
-
-def check_data_text(data_dir: str | os.PathLike, source: str | None = None) -> str:
-    """:func:`check_data_dir` as text."""
-    data_dir = os.fspath(data_dir)
+    data_dir = Path(data_dir)
     if _inside(data_dir, _PACKAGE):
         raise FilesystemError(
             f"{data_dir} is inside the installed envgen package; envgen never writes there "
             "(a reinstall would lose it, and a broken write would break the tool)",
             hint="write refreshed data elsewhere: --data DIR or ENVGEN_DATA (default: "
             "~/.local/share/envgen)", source=source)
-    if os.path.exists(data_dir) and not os.path.isdir(data_dir):
+    if data_dir.exists() and not data_dir.is_dir():
         raise FilesystemError(f"the data directory {data_dir} is a file",
                               hint="point --data / ENVGEN_DATA at a directory", source=source)
     return data_dir
@@ -148,19 +119,13 @@ def generated_date(harvested: str | os.PathLike) -> str | None:
     return str(gen.get("date")) if isinstance(gen, dict) and gen.get("date") else None
 
 
-def harvested_dir(matrix_dir: str | Path, data_dir: str | Path | None) -> Path:
+def harvested_dir(matrix_dir: str | os.PathLike, data_dir: str | os.PathLike | None) -> Path:
     """The harvested/ folder facts are read from (see the module docstring)."""
-    return _path(harvested_text(matrix_dir, data_dir))
-
-
-def harvested_text(matrix_dir: str | os.PathLike, data_dir: str | os.PathLike | None) -> str:
-    """:func:`harvested_dir` as text."""
-    shipped = os.path.join(matrix_dir, "harvested")
+    shipped = Path(matrix_dir, "harvested")
     if data_dir is None or os.path.realpath(data_dir) == os.path.realpath(matrix_dir):
         return shipped
-    refreshed = os.path.join(data_dir, "harvested")
-    if not all(os.path.isfile(os.path.join(refreshed, f))
-               for f in ("torch.json", "frameworks.json", "cuda.json")):
+    refreshed = Path(data_dir, "harvested")
+    if not all((refreshed / f).is_file() for f in ("torch.json", "frameworks.json", "cuda.json")):
         return shipped
     mine, theirs = generated_date(refreshed), generated_date(shipped)
     if theirs and mine and theirs > mine:

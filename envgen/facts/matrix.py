@@ -21,11 +21,10 @@ from __future__ import annotations
 
 import functools
 import os
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:  # the types only; each file's module is imported when it is first read
-    from pathlib import Path
-
     from envgen.facts.images import Recipes
     from envgen.facts.model import Facts
     from envgen.facts.sources import Sources
@@ -33,31 +32,15 @@ if TYPE_CHECKING:  # the types only; each file's module is imported when it is f
 
 class Matrix:
     """The matrix to read (``matrix_dir``) and the data directory (``data_dir``; None: the
-    matrix itself). Values are cached on the instance: one ``Matrix`` per command.
-
-    A plain class that keeps both directories as text and gives them as ``Path`` when asked:
-    loading the facts needs no pathlib (~6 ms of start-up on Python 3.11; see
-    envgen/facts/locate.py)."""
+    matrix itself). Values are cached on the instance: one ``Matrix`` per command."""
 
     def __init__(self, matrix_dir: str | os.PathLike, data_dir: str | os.PathLike | None = None
                  ) -> None:
-        self.matrix_text = os.fspath(matrix_dir)  # (checked by locate, else by the first read)
-        self.data_text = None if data_dir is None else os.fspath(data_dir)
+        self.matrix_dir = Path(matrix_dir)  # (checked by locate, else by the first read)
+        self.data_dir = None if data_dir is None else Path(data_dir)
 
     def __repr__(self) -> str:
         return f"Matrix(matrix_dir={self.matrix_dir!r}, data_dir={self.data_dir!r})"
-
-    @property
-    def matrix_dir(self) -> Path:
-        from pathlib import Path
-
-        return Path(self.matrix_text)
-
-    @property
-    def data_dir(self) -> Path | None:
-        from pathlib import Path
-
-        return None if self.data_text is None else Path(self.data_text)
 
     @classmethod
     def locate(cls, matrix_dir: str | Path | None = None, data_dir: str | Path | None = None,
@@ -66,18 +49,18 @@ class Matrix:
         wheel's) and the data directory ``data_dir`` names (checked: never inside the installed
         package; default: the matrix of a checkout, else the user data directory). The
         ``*_source`` name the flag / config key / variable the values came from, for errors."""
-        from envgen.facts.locate import check_data_text, default_data_text, find_matrix_text
+        from envgen.facts.locate import check_data_dir, default_data_dir, find_matrix_dir
 
-        found = find_matrix_text(matrix_dir, matrix_source)
-        data = (check_data_text(data_dir, data_source) if data_dir
-                else default_data_text(found))
+        found = find_matrix_dir(matrix_dir, matrix_source)
+        data = (check_data_dir(data_dir, data_source) if data_dir
+                else default_data_dir(found))
         return cls(matrix_dir=found, data_dir=data)
 
     @functools.cached_property
     def facts(self) -> Facts:
         from envgen.facts.load import load_facts
 
-        return load_facts(self.matrix_text, self.data_text)
+        return load_facts(self.matrix_dir, self.data_dir)
 
     @functools.cached_property
     def facts_key(self) -> str | None:
@@ -85,7 +68,7 @@ class Matrix:
         loading them: what is derived from the facts can be cached under it."""
         from envgen.facts.load import facts_key
 
-        return facts_key(self.matrix_text, self.data_text)
+        return facts_key(self.matrix_dir, self.data_dir)
 
     @functools.cached_property
     def sources(self) -> Sources:

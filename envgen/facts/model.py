@@ -1,10 +1,12 @@
-"""Value types for the facts in matrix/: one frozen record (envgen.record: a
-frozen dataclass to every reader) per kind of record.
+"""Value types for the facts in matrix/: one frozen dataclass per kind of record.
 
 Field meanings are documented in matrix/README.md; this module only gives them types.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from envgen.facts.release_model import (
     Breakage,
@@ -15,17 +17,13 @@ from envgen.facts.release_model import (
     ToolkitRelease,
     TorchHeaders,
 )
-from envgen.record import field, record
 from envgen.versions import spec_contains
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
-    from typing import Any
-
     from envgen.facts.os_toolkit import OsToolkit
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Source:
     """Where a fact came from: a URL and, for harvested facts, dates and a file hash."""
 
@@ -36,7 +34,7 @@ class Source:
     index: str | None = None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TorchBuild:
     version: str
     cuda: str | None
@@ -67,7 +65,7 @@ class TorchBuild:
         return f"torch=={self.version}" + (f"+{self.local}" if self.local else "")
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FrameworkRelease:
     framework: str
     version: str
@@ -81,7 +79,7 @@ class FrameworkRelease:
     build: BuildFacts | None = None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CudaToolkit:
     cuda: str
     nvcc_package: str | None
@@ -105,7 +103,7 @@ class CudaToolkit:
         return None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DriverFloor:
     """One curated/cuda.toml [[toolkit]] row's driver figures, for every CUDA it lists, also
     those older than the harvested toolkits (the doctor judges old reports against them)."""
@@ -116,7 +114,7 @@ class DriverFloor:
     source: str | None = None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OSBase:
     id: str
     name: str
@@ -131,7 +129,7 @@ class OSBase:
     gcc_source: str = ""
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class FrameworkConstraint:
     """A requirement of a framework that its own package metadata does not state."""
 
@@ -144,7 +142,7 @@ class FrameworkConstraint:
     note: str | None = None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
     python_preference: tuple[str, ...]
     os_preference: tuple[str, ...]
@@ -153,7 +151,7 @@ class Policy:
     conda_gcc: tuple[int, ...] = ()
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CudaRule:
     """How one lock flavor gets the CUDA compiler and headers for a range of CUDA versions."""
 
@@ -165,7 +163,7 @@ class CudaRule:
     source: str = ""
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Toolchain:
     """curated/toolchain.toml: what each lock flavor installs to build the framework's ops."""
 
@@ -216,7 +214,7 @@ class Toolchain:
                 f"curated/toolchain.toml)")
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Facts:
     """Everything the resolver needs, loaded and validated from one matrix/ directory."""
 

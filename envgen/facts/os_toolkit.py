@@ -7,14 +7,11 @@ written by :mod:`envgen.harvest.os_packages`): what the "os-package" flavor buil
 
 from __future__ import annotations
 
-from envgen.record import record
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any
+from dataclasses import dataclass
+from typing import Any
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OsToolkit:
     os: str  # OS id of curated/os.toml ("debian-12")
     package: str  # the toolkit package ("nvidia-cuda-toolkit")

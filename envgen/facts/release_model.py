@@ -14,11 +14,12 @@ Field meanings are documented in matrix/README.md; this module only gives them t
 
 from __future__ import annotations
 
-from envgen.record import record
+from dataclasses import dataclass
+
 from envgen.versions import python_key, python_version, spec_contains
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WheelFile:
     filename: str
     python: tuple[str, ...]  # "3.11", "3.13t"; empty: any Python 3 (py3 / abi3 tags)
@@ -27,7 +28,7 @@ class WheelFile:
     glibc: str | None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ReleaseFiles:
     sdist: bool
     wheels: tuple[WheelFile, ...]
@@ -55,7 +56,7 @@ def _abi3_covers(minimums: tuple[str, ...], python: str) -> bool:
     return any(python_key(python) >= python_key(m) for m in minimums)
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StdRule:
     """``-std=c++<std>`` passed when torch and CUDA satisfy the (possibly empty) specifiers."""
 
@@ -65,7 +66,7 @@ class StdRule:
     where: str | None = None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OpFacts:
     name: str
     builder: str | None = None
@@ -79,7 +80,7 @@ class OpFacts:
     optional: bool | None = None  # a failed compile is skipped, not an error
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BuildFacts:
     """What one framework release's build code states, read from its own files."""
 
@@ -139,7 +140,7 @@ class BuildFacts:
         return None, "its nvcc check was not read from the release"
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TorchHeaders:
     """The C++ standard and compiler minimums one torch release's headers enforce."""
 
@@ -153,7 +154,7 @@ class TorchHeaders:
     source_url: str | None = None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ToolkitRelease:
     cuda: str
     release: str
@@ -164,7 +165,7 @@ class ToolkitRelease:
     note: str | None = None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Gpu:
     name: str
     aliases: tuple[str, ...]
@@ -172,7 +173,7 @@ class Gpu:
     source: str
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CxxStd:
     std: str
     min_gcc: int | None
@@ -181,7 +182,7 @@ class CxxStd:
     note: str | None = None
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Breakage:
     """A combination known broken: every given condition holds at once."""
 
@@ -200,7 +201,7 @@ class Breakage:
                 and spec_contains(self.python, python_version(python)))
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TorchArchs:
     torch: str
     cuda: str

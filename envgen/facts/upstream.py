@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from envgen.errors import DataError
-from envgen.record import record
 from envgen.versions import (
     check_spec,
     normalized_version,
@@ -26,17 +27,13 @@ from envgen.versions import (
     spec_contains,
 )
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any
-
 FILE = "curated/upstream.toml"
 SCHEMA = "curated-upstream"
 _SPEC_FIELDS = ("versions", "torch", "cuda", "python")
 _SEPARATORS = re.compile(r"[-_.]+")
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Upstream:
     """One cited upstream statement (fields: the header of matrix/curated/upstream.toml)."""
 

@@ -11,10 +11,10 @@ streaming 180,000 rows; the test suite checks it against ``json.dumps`` byte for
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, fields
 from operator import attrgetter, is_
 
 from envgen.ids import parse_combination_id  # noqa: F401 (re-exported)
-from envgen.record import names, record
 
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -51,7 +51,7 @@ def id_part(os_id: str) -> str:
     return part
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Combination:
     """One complete environment the resolver vouches for. docs/commands.md describes the fields."""
 
@@ -159,7 +159,7 @@ class Combination:
 
 # (shared field values, their JSON parts, separators) of the last to_json()
 _JSON_MEMO: list[tuple | None] = [None]
-_shared_values = attrgetter(*(n for n in names(Combination) if n not in (
+_shared_values = attrgetter(*(f.name for f in fields(Combination) if f.name not in (
     "id", "os", "gcc", "gcc_source", "glibc", "notes")))
 
 
@@ -207,5 +207,5 @@ def _json_parts(c: Combination, separators: tuple[str, str]) -> tuple:
 # the slot setters of the fields a filler takes per row, and of the rest (in field order)
 _PER_ROW = {n: Combination.__dict__[n].__set__
             for n in ("id", "os", "gcc", "gcc_source", "glibc", "notes")}
-_SHARED = {n: Combination.__dict__[n].__set__
-           for n in names(Combination) if n not in _PER_ROW}
+_SHARED = {f.name: Combination.__dict__[f.name].__set__
+           for f in fields(Combination) if f.name not in _PER_ROW}

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from itertools import combinations, islice
 
 from envgen.facts.model import Facts, Toolchain
-from envgen.record import field, record
 from envgen.resolve.engine import CONSTRAINTS, Domains, Tally, iter_feasible, prepare
 from envgen.resolve.request import Request, cuda_matches, matcher
 from envgen.versions import dotted_key, parse_version
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Removal:
     constraint: str
     meaning: str
@@ -19,14 +19,14 @@ class Removal:
     example: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Alternative:
     relaxed: tuple[str, ...]          # request axes dropped to find it
     changes: dict[str, tuple[str, str]]  # axis → (asked, got)
     combination: object               # a Combination
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Explanation:
     request: Request
     empty: tuple[str, ...] = ()       # axes no candidate matched at all, with what exists

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass, fields, replace
 
 from envgen.errors import UsageError
 from envgen.facts.model import Facts, Toolchain
-from envgen.record import names, record, replace
 from envgen.versions import dotted_key, version_matcher
 
 PLATFORMS = ("linux-x86_64", "linux-aarch64")
@@ -19,7 +19,7 @@ _ARCH_RE = re.compile(r"^(?:sm_?|compute_?)?(\d{2,3})([af]?)$")
 _CC_RE = re.compile(r"^(\d{1,2})\.(\d)([af]?)$")
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Request:
     """What the user asked for. ``None`` means "any". Option names mirror the CLI flags."""
 
@@ -45,7 +45,7 @@ class Request:
     def given(self) -> dict[str, str]:
         """The axes the user constrained, in declaration order (platform only if not default)."""
         out = {}
-        for name in names(Request):
+        for name in (f.name for f in fields(Request)):
             v = getattr(self, name)
             if name in TARGET_FIELDS:
                 continue  # not an option the user gave

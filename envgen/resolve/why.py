@@ -18,9 +18,9 @@ among the bases for all of those.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from envgen.facts.model import Facts, FrameworkRelease, Toolchain
-from envgen.record import record
 from envgen.resolve.checks import Checks
 from envgen.resolve.combination import Combination
 from envgen.resolve.engine import BuildGroup, Domains, Tally, iter_feasible, prepare
@@ -32,7 +32,7 @@ EXCLUDED = "excluded"  # a value ranked before the best one (known not to fit)
 _EVIDENCE = re.compile(r"\((\S+:\d+): .*\)$")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Decision:
     """Why one axis of a combination has its value."""
 

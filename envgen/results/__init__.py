@@ -11,10 +11,7 @@ Names are imported on first use (a command that reads one record does not load t
 from __future__ import annotations
 
 import importlib
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 _EXPORTS = {
     "AttemptRecord": "attempt",

@@ -23,25 +23,22 @@ time. ``ENVGEN_RECORDS_CACHE=0`` turns it off.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import marshal
 import os
 import sys
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from envgen.digests import Hasher, small_sha256
-from envgen.record import field, names, record
 from envgen.userfile import read_private_cache
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any
 
 FORMAT = 1  # bump when RecordSummary's fields change
 KEEP_FILES = 32  # index files kept (results directories × envgen versions); older ones go
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RecordSummary:
     """The surface both record kinds share, as the status, the table and the CI matrix read
     it. ``lock_hash``: the verify record's lock hash, or the attempt record's ``lock.hash``
@@ -91,7 +88,7 @@ class RecordSummary:
         return cls(**dict(zip(_STORED, values, strict=True)))
 
 
-_STORED = tuple(n for n in names(RecordSummary) if n != "finished_at")  # made by __post_init__
+_STORED = tuple(f.name for f in fields(RecordSummary) if f.init)  # finished_at: __post_init__
 
 
 def _parse_time(text: str) -> datetime:
@@ -105,13 +102,9 @@ def enabled() -> bool:
     return os.environ.get("ENVGEN_RECORDS_CACHE", "1") != "0"
 
 
-_HASHER = Hasher()
-
-
 def digest(data: bytes) -> bytes:
-    """The index key of a record file's bytes (SHA-256; OpenSSL's only once many bytes were
-    hashed: importing it costs more than hashing a few hundred records, envgen.digests)."""
-    return _HASHER.digest(data)
+    """The index key of a record file's bytes (SHA-256)."""
+    return hashlib.sha256(data).digest()
 
 
 def _key() -> str:
@@ -130,7 +123,7 @@ def _key() -> str:
             continue
         stamps.append((p.name, st.st_mtime_ns, st.st_size))
     raw = repr((FORMAT, envgen.__version__, sys.version_info[:2], _STORED, stamps)).encode()
-    return small_sha256(raw).hexdigest()[:32]
+    return hashlib.sha256(raw).hexdigest()[:32]
 
 
 class RecordIndex:
@@ -203,7 +196,7 @@ def open_index(results_dir: Path) -> RecordIndex:
 
     try:
         where = os.path.realpath(results_dir)
-        name = small_sha256(f"{_key()}\0{where}".encode()).hexdigest()[:32]
+        name = hashlib.sha256(f"{_key()}\0{where}".encode()).hexdigest()[:32]
         path = cache_root() / "records" / f"{name}.marshal"
     except Exception:  # e.g. a bad ENVGEN_CACHE_DIR: the commands that use it say so
         return RecordIndex(None)

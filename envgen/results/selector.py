@@ -29,18 +29,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from itertools import combinations
+from typing import TYPE_CHECKING, Any
 
 from envgen.errors import DataError
-from envgen.record import replace
 from envgen.results.table import HEADER, PLATFORM, Row, Table, site_link
 from envgen.results.tiers import LABELS, MEANINGS, TIERS
 from envgen.shellcmd import command
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
-    from typing import Any
-
     from envgen.facts.model import Facts
     from envgen.results.store import StoredRecord
 

@@ -27,15 +27,13 @@ import json
 import os
 from collections import namedtuple
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from envgen.errors import DataError, UsageError
 from envgen.results.index import RecordSummary, digest, open_index
 from envgen.userfile import read_bytes
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
-    from typing import Any, TypeAlias
-
     from envgen.results.attempt import AttemptRecord
     from envgen.results.record import Problem, ResultRecord
 

@@ -27,11 +27,12 @@ import os
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from envgen.errors import DataError, UsageError
 from envgen.facts.cells import parse_combination_id
-from envgen.record import record
 from envgen.results.selector_markup import selector_markup
 from envgen.results.store import StoredRecord, load_many
 from envgen.results.tiers import (
@@ -48,10 +49,7 @@ from envgen.results.tiers import (
 from envgen.userfile import read_bytes
 from envgen.versions import dotted_key, parse_version, release
 
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
-    from typing import Any
-
     from envgen.facts.matrix import Matrix
     from envgen.facts.model import Facts
     from envgen.resolve import Combination
@@ -67,7 +65,7 @@ JSON_SCHEMA = 2
 SCHEMA_NAME = "compatibility-table"  # envgen/schemas/compatibility-table.schema.json
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Evidence:
     """One record a row links: the proof of its tier, or a failed attempt. ``path``: the
     record file as loaded (in the JSON: relative to the project root)."""
@@ -108,7 +106,7 @@ _EVIDENCE_FIELDS = ("tier", "status", "date", "machine", "envgen", "log_digest",
                     "seconds", "image_size_bytes")
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Citation:
     """An upstream statement shown beside a row (never counted as a tier): what kind of
     source, what it says, where (URLs joined by " ; "), and the date it was read."""
@@ -137,7 +135,7 @@ class Citation:
                    observed=data["observed"], note=data.get("note"))
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Row:
     """One combination of the table (one element of ``rows`` in docs/compatibility.json; the
     schema is envgen/schemas/compatibility-table.schema.json)."""
@@ -196,7 +194,7 @@ _ROW_FIELDS = ("combination", "framework", "framework_version", "torch", "cuda",
                "platform", "tier", "flavor", "status", "note", "date", "records")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Table:
     """The rows, in the page's order."""
 
@@ -261,7 +259,7 @@ def untested_candidates(facts: Facts) -> list[Combination]:
     return found
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Candidates:
     """What the table needs of the facts: the frameworks in the matrix's order, and the ids
     of the resolver's best combination per framework × torch × CUDA (the T0 rows)."""
@@ -515,7 +513,7 @@ def replace_block(readme: bytes, block: str, *, name: str = "README.md") -> byte
     return readme[:start.end()] + b"\n" + block.encode("utf-8") + b"\n" + readme[end.start():]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Written:
     """One output file of :func:`write_outputs`."""
 

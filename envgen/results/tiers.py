@@ -30,13 +30,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from envgen.record import record
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
 if TYPE_CHECKING:
-    from typing import Any
-
     from envgen.results.store import StoredRecord
 
 TIERS = ("T0", "T1", "T2", "T3", "T4")
@@ -79,7 +76,7 @@ def verify_tier(record: Any) -> str:
     return "T2"
 
 
-@record(kw_only=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CombinationEvidence:
     """What the records of one combination prove."""
 

@@ -30,14 +30,10 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-
-from envgen.record import record
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 
@@ -65,7 +61,7 @@ _RANK = {kw: i for i, kw in enumerate((
     "not", "false"))}
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SchemaError:
     path: Path_  # where the value is: keys and list indexes from the document's root
     keyword: str  # the schema keyword it failed ("type", "pattern", "required", …)

@@ -5,13 +5,10 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 from envgen.errors import DataError, UsageError
 from envgen.userfile import read_text
-
-TYPE_CHECKING = False  # typing is not imported at run time (start-up)
-if TYPE_CHECKING:
-    from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -149,6 +149,25 @@ def test_closed_pipe_is_not_an_error(fixture_matrix):
     assert proc.stdout.startswith("{") and "Traceback" not in proc.stderr
 
 
+@pytest.mark.parametrize("args, code", [
+    (("resolve", "--framework", "deepspeed", "--limit", "0", "--json"), 0),
+    (("resolve", "--limit", "many"), 2),
+    (("resolve", "--framework", "deepspeed", "--cuda", "10.2", "--json"), 3),
+])
+def test_the_process_exits_with_the_documented_code(fixture_matrix, args, code):
+    """The console entry as a process: the interpreter's normal exit gives the command's
+    code (docs/errors.md), with all its output written."""
+    import os
+
+    env = {**os.environ, "ENVGEN_MATRIX_DIR": str(fixture_matrix)}
+    proc = subprocess.run([sys.executable, "-m", "envgen", *args], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert proc.returncode == code, proc.stderr
+    if "--json" in args:
+        json.loads(proc.stdout)  # complete, not cut short
+    assert "Traceback" not in proc.stderr
+
+
 def test_matrix_show_unknown_framework_did_you_mean(run):
     code, _, err = run("matrix", "show", "--kind", "frameworks", "--framework", "deepseed")
     assert code == 2 and "did you mean 'deepspeed'" in err
