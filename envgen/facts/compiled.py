@@ -43,7 +43,7 @@ import pickle
 import time
 from typing import TYPE_CHECKING, Any
 
-from envgen.facts.model import Facts, FrameworkRelease, TorchBuild
+from envgen.facts.model import FrameworkRelease, TorchBuild
 from envgen.userfile import read_private_cache
 
 if TYPE_CHECKING:
@@ -411,6 +411,3 @@ def _rebuild_lazy(cls: type, eager: tuple, blob: Any) -> Any:
     cls.BLOB_SETTER(obj, blob)
     return obj
 
-
-def is_facts(value: Any) -> bool:
-    return isinstance(value, Facts)

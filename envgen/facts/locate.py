@@ -33,11 +33,6 @@ OPTIONAL = ("toolchain",)  # curated files a matrix may leave out
 _PACKAGE = Path(__file__).resolve().parent.parent
 
 
-def package_dir() -> Path:
-    """The installed envgen package (never written to)."""
-    return _PACKAGE
-
-
 def _inside(path: str | os.PathLike, folder: str | os.PathLike) -> bool:
     return Path(os.path.realpath(path)).is_relative_to(os.path.realpath(folder))
 

@@ -6,8 +6,7 @@
   the system nvcc with torch's CUDA, its ``-std=c++NN`` flags, default GPU archs, per-op floors.
 - :class:`TorchHeaders`: the C++ standard and host compiler minimums torch's headers enforce.
 - Curated: :class:`ToolkitRelease` (every CUDA release with its driver), :class:`Gpu`,
-  :class:`CxxStd`, :class:`Breakage` (a combination of conditions that is known broken),
-  :class:`TorchArchs`.
+  :class:`CxxStd`, :class:`Breakage` (a combination of conditions that is known broken).
 
 Field meanings are documented in matrix/README.md; this module only gives them types.
 """
@@ -200,10 +199,3 @@ class Breakage:
         return (spec_contains(self.torch, torch) and spec_contains(self.cuda, cuda)
                 and spec_contains(self.python, python_version(python)))
 
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TorchArchs:
-    torch: str
-    cuda: str
-    archs: tuple[str, ...]
-    source: str

@@ -140,15 +140,10 @@ def uv_platforms() -> tuple[str, ...]:
     return tuple(dict.fromkeys(_PLATFORM.findall(out)))
 
 
-def uv_platform(python_platform: str) -> str:
-    """``python_platform``, or the newest manylinux tag uv knows below it: a target whose
-    glibc is newer than uv's list (Debian 13's 2.41) runs every wheel of the older tags,
-    and wheels tagged newer than uv knows are not published."""
-    return clamp_platform(python_platform, uv_platforms())
-
-
 def clamp_platform(python_platform: str, known: tuple[str, ...]) -> str:
-    """``python_platform``, or the newest of the manylinux tags ``known`` below it."""
+    """``python_platform``, or the newest of the manylinux tags ``known`` below it: a target
+    whose glibc is newer than uv's list (Debian 13's 2.41) runs every wheel of the older tags,
+    and wheels tagged newer than uv knows are not published."""
     if not known or python_platform in known:
         return python_platform
     arch, _, tag = python_platform.partition("-")

@@ -297,11 +297,6 @@ class ResultRecord:
         return hashlib.sha256(canonical_json(self.to_dict())).hexdigest()
 
     @property
-    def on_gpus(self) -> bool:
-        """Real-hardware evidence: GPUs present and the smoke test ran over NCCL."""
-        return self.gpu.count >= 1 and self.smoke is not None and self.smoke.backend == "nccl"
-
-    @property
     def finished_at(self) -> datetime:
         return parse_time(self.finished)
 

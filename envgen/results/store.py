@@ -137,13 +137,6 @@ def render(record: Record) -> bytes:
     return (text + "\n").encode("utf-8")
 
 
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``path`` whole or not at all, durably (envgen.atomic.write_file)."""
-    from envgen.atomic import write_file
-
-    write_file(path, data, durable=True)
-
-
 def load_many(dirs: list[Path] | tuple[Path, ...]) -> list[StoredRecord]:
     """The records of several results directories (the shipped matrix's and the data
     directory's), each record once, in :func:`load`'s order."""

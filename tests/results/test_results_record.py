@@ -132,13 +132,6 @@ def test_record_id_ignores_key_order_and_number_spelling():
     assert ResultRecord.from_dict(changed).id != ResultRecord.from_dict(data).id
 
 
-def test_gpu_evidence_property():
-    by_name = {p.stem: ResultRecord.from_dict(_load(p)) for p in VERIFY}
-    assert by_name["ds-gpu-pass"].on_gpus
-    assert not by_name["megatron-cpu-pass"].on_gpus  # gloo, no GPU
-    assert not by_name["ds-gpu-fail-older"].on_gpus  # GPUs, but no smoke test
-
-
 def test_the_surface_both_record_kinds_share():
     by_name = {p.stem: ResultRecord.from_dict(_load(p)) for p in VERIFY}
     found = {name: (r.kind, r.tier, r.flavor, r.envgen_version, r.machine_summary, r.error,

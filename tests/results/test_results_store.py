@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from results_data import ATTEMPTS, INVALID, RECORDS, VERIFY, load_json
 
+from envgen.atomic import write_file
 from envgen.errors import DataError, FilesystemError, UsageError
 from envgen.results import add, load
 from envgen.results.attempt import AttemptRecord
 from envgen.results.record import RecordError, ResultRecord
-from envgen.results.store import parse_any, read_record_file, record_path, render, write_atomic
+from envgen.results.store import parse_any, read_record_file, record_path, render
 
 
 def _files(folder: Path) -> dict[str, bytes]:
@@ -157,7 +158,7 @@ def test_an_interrupted_write_leaves_neither_file_nor_temporary(tmp_path, monkey
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(FilesystemError, match="disk full"):
-        write_atomic(tmp_path / "a" / "r.json", b"{}\n")
+        write_file(tmp_path / "a" / "r.json", b"{}\n", durable=True)
     assert not (tmp_path / "a").exists()  # nor the folder it created for it
 
 

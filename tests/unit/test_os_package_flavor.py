@@ -28,7 +28,7 @@ from envgen.lock import _check_toolchain
 from envgen.lock.files import Solved, lock_hash, render
 from envgen.lock.flavors import make_plan
 from envgen.lock.manifest import MANIFEST, check_manifest
-from envgen.lock.pip_compile import Dist, PipPackage, uv_platform, uv_platforms
+from envgen.lock.pip_compile import Dist, PipPackage, clamp_platform, uv_platforms
 from envgen.lock.plan import LockOptions
 from envgen.resolve import Request, resolve
 
@@ -462,22 +462,20 @@ KNOWN = ("x86_64-manylinux_2_17", "x86_64-manylinux_2_28", "x86_64-manylinux_2_3
     ("x86_64-linux", "x86_64-linux"),  # not a manylinux tag
     ("riscv64-manylinux_2_41", "riscv64-manylinux_2_41"),  # an arch uv lists nothing for
 ])
-def test_uv_platform_clamps_to_the_newest_known_tag(monkeypatch, asked, want):
-    monkeypatch.setattr("envgen.lock.pip_compile.uv_platforms", lambda: KNOWN)
-    assert uv_platform(asked) == want
+def test_the_platform_clamps_to_the_newest_known_tag(asked, want):
+    assert clamp_platform(asked, KNOWN) == want
 
 
-def test_uv_platform_without_a_list_changes_nothing(monkeypatch):
-    monkeypatch.setattr("envgen.lock.pip_compile.uv_platforms", lambda: ())
-    assert uv_platform("x86_64-manylinux_2_41") == "x86_64-manylinux_2_41"
+def test_the_platform_without_a_list_changes_nothing():
+    assert clamp_platform("x86_64-manylinux_2_41", ()) == "x86_64-manylinux_2_41"
 
 
 def test_the_installed_uv_lists_its_platforms_and_the_clamp_lands_on_one():
     known = uv_platforms()
     assert "x86_64-manylinux_2_28" in known and "aarch64-manylinux_2_28" in known
-    clamped = uv_platform("x86_64-manylinux_2_41")
+    clamped = clamp_platform("x86_64-manylinux_2_41", known)
     assert clamped in known
-    assert uv_platform("x86_64-manylinux_2_28") == "x86_64-manylinux_2_28"
+    assert clamp_platform("x86_64-manylinux_2_28", known) == "x86_64-manylinux_2_28"
     minor = int(clamped.rsplit("_", 1)[1])
     assert minor <= 41 and all(int(k.rsplit("_", 1)[1]) <= minor or int(k.rsplit("_", 1)[1]) > 41
                                for k in known if k.startswith("x86_64-manylinux_2_"))
