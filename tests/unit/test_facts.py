@@ -113,7 +113,7 @@ FILES = {  # matrix file → schema
     "harvested/os_toolkits.json": "harvested-os-toolkits",
     **{f"curated/{n}.toml": f"curated-{n}" for n in (
         "os", "cuda", "torch", "frameworks", "policy", "toolchain", "images", "gpus",
-        "compilers", "upstream", "doctor", "preflight")},
+        "compilers", "upstream", "doctor", "preflight", "ngc")},
     "sources.toml": "sources",
     "cells.toml": "cells",
 }
@@ -272,7 +272,8 @@ def test_files_are_validated_once_per_modification(matrix_copy, monkeypatch):
     assert sorted(calls) == sorted(FILES[r] for r in FILES
                                    if r.startswith(("harvested/", "curated/"))
                                    and not r.endswith(("images.toml", "upstream.toml",
-                                                          "doctor.toml", "preflight.toml")))
+                                                          "doctor.toml", "preflight.toml",
+                                                          "ngc.toml")))
     assert load_facts(matrix_copy) is first and len(calls) == 12  # cached: not read again
     path = matrix_copy / "curated" / "os.toml"
     stat = path.stat()
