@@ -9,11 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from envgen.doctor.images import load_images
 from envgen.doctor.reports import describe, parse_report
 
 HERE = Path(__file__).resolve().parent
 CORPUS = HERE / "corpus" / "reports"
 FIXTURES = HERE.parent / "fixtures" / "reports"
+SHIPPED = HERE.parents[1] / "matrix"
 
 
 def facts(text: str) -> dict:
@@ -153,8 +155,12 @@ def test_cpython_tag_ai_toolkit_242() -> None:
     assert doc["python"] == "3.10" and doc["platform"] == "linux-x86_64"
 
 
-def test_ngc_image_without_cited_versions_is_explain_only() -> None:
-    report = parse_report("docker run --gpus all nvcr.io/nvidia/pytorch:23.09-py3\n")
+@pytest.mark.parametrize("images", [None, "shipped"])
+def test_ngc_image_without_cited_versions_is_explain_only(images) -> None:
+    """No table, or a tag the table does not hold (23.09: its notes were not readable)."""
+    table = load_images(SHIPPED) if images else None
+    report = parse_report("docker run --gpus all nvcr.io/nvidia/pytorch:23.09-py3\n",
+                          images=table)
     assert report.snapshot.to_dict() == {"schema": 1}
     image = next(e for e in report.explain if e.fact == "image")
     assert not image.kept and "unknown" in image.note
@@ -162,9 +168,53 @@ def test_ngc_image_without_cited_versions_is_explain_only() -> None:
 
 
 def test_ngc_image_with_cited_release_notes() -> None:
-    """25.12-py3: matrix/curated/upstream.toml cites NVIDIA's 25.12 release notes."""
-    doc = facts("FROM nvcr.io/nvidia/pytorch:25.12-py3\n")
+    """25.12-py3: matrix/curated/ngc.toml records NVIDIA's 25.12 release notes."""
+    report = parse_report("FROM nvcr.io/nvidia/pytorch:25.12-py3\n",
+                          images=load_images(SHIPPED))
+    doc = report.snapshot.to_dict()
     assert doc["torch"] == "2.10.0a0+b4e4ee81d3" and doc["python"] == "3.12"
+    assert doc["torch_cuda"] == "13.1"
+    assert all("pytorch-release-notes/rel-25-12.html" in e.note for e in report.explain)
+    assert facts("FROM nvcr.io/nvidia/pytorch:25.12-py3\n") == {"schema": 1}  # no table
+
+
+def test_ngc_image_states_only_what_its_record_holds(fixture_matrix) -> None:
+    """19.11-py3: the notes read give CUDA 10.2 and Python 3.6, not the torch version, so the
+    report states no torch; each fact cites the record's page."""
+    report = parse_report("Using the nvcr.io/nvidia/pytorch:19.11-py3 container\n",
+                          images=load_images(fixture_matrix))
+    assert report.snapshot.to_dict() == {"schema": 1, "torch_cuda": "10.2", "python": "3.6"}
+    notes = {e.fact: e.note for e in report.explain if e.format == "ngc_image"}
+    assert set(notes) == {"torch_cuda", "python"}
+    assert all("pytorch-release-notes/rel_19-11.html" in n for n in notes.values())
+
+
+def test_the_doctor_reads_the_ngc_table_of_its_matrix(fixture_matrix) -> None:
+    from envgen.api import DoctorRequest, Matrix, doctor
+
+    text = "FROM nvcr.io/nvidia/pytorch:19.11-py3\n"
+    result = doctor(DoctorRequest(report="-", report_text=text),
+                    matrix=Matrix.locate(fixture_matrix))
+    assert [line.split("   ")[0] for line in result.explain] == ["python = 3.6",
+                                                                "torch_cuda = 10.2"]
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("[[image]]\ntag = \"19.11\"\n", "missing 'cuda'"),
+    ('[[image]]\ntag = "2025.12"\ncuda = "13.1"\npython = "3.12"\nsource = "https://x"\n'
+     'read = "2026-11-28"\n', "not an NGC release tag"),
+    ('[[image]]\ntag = "19.11"\ncuda = "10.2"\npython = "3.6"\nsource = "https://x"\n'
+     'read = "2026-11-28"\n' * 2, "recorded twice"),
+])
+def test_a_broken_ngc_table_is_a_data_error(tmp_path, text, says) -> None:
+    from envgen.errors import DataError
+
+    (tmp_path / "curated").mkdir()
+    (tmp_path / "curated" / "ngc.toml").write_text(text, encoding="utf-8")
+    with pytest.raises(DataError, match=says):
+        load_images(tmp_path)
+    with pytest.raises(DataError, match="does not exist"):
+        load_images(tmp_path / "nowhere")
 
 
 # --- the doctor's own commands' outputs ------------------------------------------------------

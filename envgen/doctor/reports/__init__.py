@@ -15,9 +15,9 @@ explain, marked as a conflict.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envgen.doctor.reports import (
     collect_env,
@@ -34,6 +34,9 @@ from envgen.doctor.reports import (
 )
 from envgen.doctor.reports._lines import Extracted, Line, split
 from envgen.doctor.snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from envgen.doctor.images import NgcImage
 
 __all__ = ["LOOKED_FOR", "Extracted", "Report", "describe", "parse_report"]
 
@@ -76,13 +79,15 @@ class Report:
         return any(e.kept or e.fact in _EXPLAIN_VERSIONS for e in self.explain)
 
 
-def parse_report(text: str) -> Report:
-    """The :class:`Report` of ``text`` (a pasted report, any mix of formats)."""
+def parse_report(text: str, *, images: Mapping[str, NgcImage] | None = None) -> Report:
+    """The :class:`Report` of ``text`` (a pasted report, any mix of formats); ``images``, the NGC
+    table (:func:`envgen.doctor.images.load_images`), gives an NGC image's versions."""
     lines = split(text)
     claimed: set[int] = set()
     found: list[Extracted] = []
     for parse in _PARSERS:
-        found.extend(parse(lines, claimed))
+        found.extend(prose.parse(lines, claimed, images=images) if parse is prose.parse
+                     else parse(lines, claimed))
     explain = _choose(found)
     doc = _document([e for e in explain if e.kept])
     formats = tuple(dict.fromkeys(e.format for e in explain))

@@ -13,9 +13,10 @@ Output, each fact with its line:
 - paths: ".../lib/python3.8/site-packages/", "….cpython-310-x86_64-linux-gnu.so",
   "torch_extensions/py39_cu117/" (torch's build directory: Python and torch.version.cuda),
   an environment's name "envs/py38-pt110/" (format "path"; a name is a label, ranked last);
-- an NGC image "nvcr.io/nvidia/pytorch:23.09-py3": its versions only where the repository's
-  data cites NVIDIA's release notes for that tag (matrix/curated/upstream.toml), otherwise the
-  image alone, explain only, versions unknown;
+- an NGC image "nvcr.io/nvidia/pytorch:23.09-py3": the torch, CUDA and Python that the table
+  passed in (``images``: matrix/curated/ngc.toml, each record citing NVIDIA's release notes for
+  its tag) gives that tag, a version the notes do not state left out; with no table or a tag
+  not in it, the image alone, explain only, versions unknown;
 - Windows: a prompt "C:\\…>", a drive path "C:\\Users\\…", MSVC's "cl.exe" / "LNK1181",
   "on Windows", a "win_amd64" wheel → platform windows (format "windows_sign").
 """
@@ -23,8 +24,13 @@ Output, each fact with its line:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from envgen.doctor.reports._lines import Extracted, Line, fact
+
+if TYPE_CHECKING:
+    from envgen.doctor.images import NgcImage
 
 _V = r"v?(\d+\.\d+(?:\.\d+)?(?:\.dev\d+|a\d+|rc\d+)?(?:\+[A-Za-z0-9_.]+)?)"
 _SEP = r"(?:\s*(?:version|ver\.?)\b)?\s*[:=\-]?\s*\(?"
@@ -60,18 +66,17 @@ _ENV = re.compile(r"[/\\]envs[/\\]([\w.-]+)[/\\]")
 _NGC = re.compile(r"\bnvcr\.io/nvidia/pytorch:(\d{2}\.\d{2})-py3\b", re.I)
 _WINDOWS = re.compile(r"^[A-Z]:\\[^>]*>|\b[A-Z]:\\(?:Users|Windows|Program Files|ProgramData)\b|"
                       r"\bcl\.exe\b|\bLNK\d{4}\b|\bon Windows\b|\bwin_amd64\b", re.I)
-# NGC tags whose versions the repository's data cites from NVIDIA's release notes
-_NGC_TAGS = {"25.12": {"torch": "2.10.0a0+b4e4ee81d3", "torch_cuda": "13.1", "python": "3.12"}}
-_NGC_SOURCE = "https://docs.nvidia.com/deeplearning/frameworks/pytorch-release-notes/rel-25-12.html"
 
 
-def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
+def parse(lines: list[Line], claimed: set[int], *,
+          images: Mapping[str, NgcImage] | None = None) -> list[Extracted]:
+    """``images``: the NGC table (tag → its release notes' versions); None: no versions known."""
     out: list[Extracted] = []
     windows = False
     for line in lines:
         if not line.text:
             continue
-        out.extend(_paths(line))
+        out.extend(_paths(line, images or {}))
         if not windows and _WINDOWS.search(line.source):
             windows = True
             out.append(fact(line, "platform", "windows", "windows_sign",
@@ -165,7 +170,7 @@ def _install(line: Line) -> list[Extracted]:
     return out
 
 
-def _paths(line: Line) -> list[Extracted]:
+def _paths(line: Line, images: Mapping[str, NgcImage]) -> list[Extracted]:
     text = line.text
     out: list[Extracted] = []
     site = _SITE.search(text)
@@ -188,7 +193,7 @@ def _paths(line: Line) -> list[Extracted]:
         out.extend(_env_name(line, env.group(1)))
     ngc = _NGC.search(text)
     if ngc:
-        out.extend(_ngc(line, ngc.group(0), ngc.group(1)))
+        out.extend(_ngc(line, ngc.group(0), images.get(ngc.group(1))))
     return out
 
 
@@ -206,11 +211,12 @@ def _env_name(line: Line, name: str) -> list[Extracted]:
     return out
 
 
-def _ngc(line: Line, image: str, tag: str) -> list[Extracted]:
-    known = _NGC_TAGS.get(tag)
-    if not known:
+def _ngc(line: Line, image: str, known: NgcImage | None) -> list[Extracted]:
+    if known is None:
         return [fact(line, "image", image, "ngc_image", kept=False,
                      note="explain only: NVIDIA's container; its torch, CUDA and Python are "
                      "not in envgen's data for this tag, so they are unknown")]
-    note = f"NVIDIA's release notes for {image} ({_NGC_SOURCE})"
-    return [fact(line, name, value, "ngc_image", note=note) for name, value in known.items()]
+    note = f"NVIDIA's release notes for {image} ({known.source})"
+    values = {"torch": known.torch, "torch_cuda": known.torch_cuda, "python": known.python}
+    return [fact(line, name, value, "ngc_image", note=note)
+            for name, value in values.items() if value is not None]
