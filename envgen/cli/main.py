@@ -353,10 +353,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def complete() -> None:
     """Answer a shell's completion request (argcomplete's protocol: the words in the
-    environment, the candidates on fd 8) from the full parser, then exit."""
+    environment, the candidates on fd 8), then exit. The parser is built for the words
+    before the one being completed, as for a run: a named command's module alone."""
     import argcomplete
 
-    argcomplete.autocomplete(build_parser(), always_complete_options=False)
+    line = os.environ.get("COMP_LINE", "")
+    try:
+        line = line[:int(os.environ.get("COMP_POINT", len(line)))]
+    except ValueError:
+        pass
+    words = line.split()[1:]  # without the program's name
+    if words and not line[-1:].isspace():
+        words.pop()  # the word being completed
+    argcomplete.autocomplete(build_parser(words), always_complete_options=False)
     raise SystemExit(0)  # not reached: autocomplete exits when it answers
 
 

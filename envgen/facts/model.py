@@ -36,6 +36,8 @@ class Source:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TorchBuild:
+    """One torch wheel build: version, CUDA variant, platform, Pythons and pinned libraries."""
+
     version: str
     cuda: str | None
     platform: str
@@ -67,6 +69,8 @@ class TorchBuild:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FrameworkRelease:
+    """One framework release with its Python and torch requirements."""
+
     framework: str
     version: str
     requires_python: str | None
@@ -81,6 +85,8 @@ class FrameworkRelease:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CudaToolkit:
+    """A CUDA toolkit: its nvcc package and the newest host gcc it accepts."""
+
     cuda: str
     nvcc_package: str | None
     nvcc_version: str | None
@@ -116,6 +122,8 @@ class DriverFloor:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OSBase:
+    """A base OS (curated/os.toml): its family, glibc, gcc and base image."""
+
     id: str
     name: str
     family: str
@@ -144,6 +152,8 @@ class FrameworkConstraint:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Policy:
+    """The ranking preferences (curated/policy.toml)."""
+
     python_preference: tuple[str, ...]
     os_preference: tuple[str, ...]
     framework_order: tuple[str, ...]

@@ -13,6 +13,8 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OsToolkit:
+    """The CUDA toolkit an OS ships as a distribution package."""
+
     os: str  # OS id of curated/os.toml ("debian-12")
     package: str  # the toolkit package ("nvidia-cuda-toolkit")
     version: str  # its Debian version ("11.8.89~11.8.0-5~deb12u1")

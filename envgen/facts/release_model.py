@@ -20,6 +20,8 @@ from envgen.versions import python_key, python_version, spec_contains
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WheelFile:
+    """One wheel a release publishes, by its file tags."""
+
     filename: str
     python: tuple[str, ...]  # "3.11", "3.13t"; empty: any Python 3 (py3 / abi3 tags)
     abi: str
@@ -29,6 +31,8 @@ class WheelFile:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReleaseFiles:
+    """The files a framework release publishes: an sdist or not, and its wheels."""
+
     sdist: bool
     wheels: tuple[WheelFile, ...]
 
@@ -67,6 +71,8 @@ class StdRule:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpFacts:
+    """One native op as a release's build code declares it (builder, compute capabilities)."""
+
     name: str
     builder: str | None = None
     min_cc: str | None = None
@@ -155,6 +161,8 @@ class TorchHeaders:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolkitRelease:
+    """One CUDA toolkit release (curated) with its component versions and driver."""
+
     cuda: str
     release: str
     nvcc: str | None
@@ -166,6 +174,8 @@ class ToolkitRelease:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Gpu:
+    """A GPU by name, with its aliases and sm architecture (curated)."""
+
     name: str
     aliases: tuple[str, ...]
     arch: str
@@ -174,6 +184,8 @@ class Gpu:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CxxStd:
+    """A C++ standard and the oldest host compilers that support it (curated)."""
+
     std: str
     min_gcc: int | None
     min_clang: int | None
