@@ -18,15 +18,6 @@ _GLIBCXX = re.compile(r"(GLIBCXX|CXXABI)_(\d+(?:\.\d+)+)")
 _LOADED = re.compile(r"(\S*libstdc\+\+\.so[.\d]*)")
 _REQUIRED_BY = re.compile(r"\(required by ([^)]+)\)")
 _CONDA = re.compile(r"(?:ana|mini)conda\d*/|/miniforge\d*/|/mambaforge/|/envs/|/conda/")
-# GLIBCXX_3.4.N / CXXABI_1.3.N → the first GCC major whose libstdc++ has it, from the libstdc++
-# manual's ABI policy table (https://gcc.gnu.org/onlinedocs/libstdc++/manual/abi.html, as quoted
-# row by row in a public header read 2026-11-28: "GCC 6.1.0: GLIBCXX_3.4.22, CXXABI_1.3.10" …
-# "GCC 14.1.0: GLIBCXX_3.4.33, CXXABI_1.3.15"). Versions before GCC 6 were not read: unknown.
-_GLIBCXX_GCC = {22: 6, 23: 7, 24: 7, 25: 8, 26: 9, 27: 9, 28: 9, 29: 11, 30: 12, 31: 13,
-                32: 13, 33: 14}
-_CXXABI_GCC = {10: 6, 11: 7, 12: 9, 13: 11, 14: 13, 15: 14}
-
-
 def _already(ctx: Context, kind: str) -> bool:
     return any(f.kind == kind for f in ctx.findings)
 
@@ -61,9 +52,9 @@ def libstdcxx_too_old(ctx: Context) -> None:
     if not m:
         return
     label, version = m.group(1).upper(), m.group(2)
-    parts = version.split(".")
-    table, last = (_GLIBCXX_GCC, parts[-1]) if label == "GLIBCXX" else (_CXXABI_GCC, parts[-1])
-    gcc = table.get(int(last)) if last.isdigit() else None
+    # symbol version → the first gcc whose libstdc++ has it (curated/doctor.toml [libstdcxx])
+    table = ctx.catalog.section("libstdcxx").get(label.lower(), {})
+    gcc = table.get(version.split(".")[-1])
     loaded = _LOADED.search(line)
     by = _REQUIRED_BY.search(line)
     lib = loaded.group(1) if loaded else "the libstdc++.so.6 loaded"
@@ -118,24 +109,28 @@ def torch_api_removed(ctx: Context) -> None:
     named = errors.get("thc_named")
     if not line and not named:
         return
+    api = next((a for a in ctx.catalog.raw.get("removed_api", ()) if a.get("id") == "THC"), None)
+    if api is None:
+        return  # the catalog does not say when THC went: nothing to judge against
+    removed = api["torch"]
     torch = ctx.s.torch
-    if known(torch) and dotted_key(public(torch)) < dotted_key("1.11"):
+    if known(torch) and dotted_key(public(torch)) < dotted_key(removed):
         return  # THC still ships with this torch: the line is not decided by the removal
     if not line and not known(torch):
-        ctx.need("torch", "the text names torch's THC headers, which torch 1.11 removed: the "
-                 "torch version decides whether the extension can build",
+        ctx.need("torch", f"the text names torch's THC headers, which torch {removed} removed: "
+                 "the torch version decides whether the extension can build",
                  f"`{ctx.python} -c \"import torch; print(torch.__version__)\"`")
         return
     ctx.finding("torch_api_removed",
-                ("the extension includes torch's THC headers, which torch 1.11 removed" if line
-                 else "the text names torch's THC headers, which torch 1.11 removed: an "
-                 "extension that includes them does not build with this torch")
+                (f"the extension includes torch's THC headers, which torch {removed} removed"
+                 if line else f"the text names torch's THC headers, which torch {removed} "
+                 "removed: an extension that includes them does not build with this torch")
                 + (f" (this torch: {torch})" if known(torch) else ""),
                 severity=None if line else "warning",
-                evidence={"torch": torch, "removed_in": "1.11", "api": "THC"},
-                fix="use a release of the package that was ported from THC to ATen/c10 "
-                    "(THC/THCDeviceUtils.cuh → ATen/cuda/DeviceUtils.cuh, THCudaCheck → "
-                    "C10_CUDA_CHECK), or torch < 1.11 for this one")
+                evidence={"torch": torch, "removed_in": removed, "api": "THC"},
+                fix="use a release of the package that was ported from THC to ATen/c10 ("
+                    + api.get("replacement", "the ATen/c10 equivalents") + f"), or torch < "
+                    f"{removed} for this one", source=api.get("source"))
 
 
 def shm_too_small(ctx: Context) -> None:
