@@ -10,12 +10,14 @@ stdout. No traceback reaches the user unless ``--debug``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import importlib
 import os
 import re
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from envgen import __version__  # noqa: F401 (the CLI's version, for tools)
 from envgen.cli.commands import COMMANDS, MATRIX_COMMANDS
@@ -142,7 +144,7 @@ def _add(sub, name: str, module: str | None, help_text: str, selected: str | Non
     known command is named (``selected`` ""), a stub that only lists it in the help and the
     error; else nothing: the modules of the other commands are never imported."""
     if selected is None or selected == name:
-        __import__(module, fromlist=("register",)).register(sub, common)  # (no importlib: start-up)
+        importlib.import_module(module).register(sub, common)
     elif not selected:
         sub.add_parser(name, help=help_text, add_help=False)
 
@@ -216,26 +218,23 @@ def make_context(args: argparse.Namespace) -> Context:
     return ctx
 
 
-class _SigtermRaises:
+@contextlib.contextmanager
+def _sigterm_raises() -> Iterator[None]:
     """SIGTERM (CI cancellation, `timeout`, `docker stop`) raises errors.Interrupted, so the
-    same rollbacks run as for Ctrl-C. (A class, not contextlib: start-up.)"""
+    same rollbacks run as for Ctrl-C."""
 
-    installed = False
-
-    def __enter__(self) -> None:
-        try:
-            self.saved = signal.signal(signal.SIGTERM, self.handler)
-            self.installed = True
-        except ValueError:  # not the main thread: only it may handle signals
-            self.installed = False
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.installed:
-            signal.signal(signal.SIGTERM, self.saved)
-
-    @staticmethod
     def handler(signum, _frame):
         raise Interrupted(signum)
+
+    try:
+        saved = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: only it may handle signals
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, saved)
 
 
 def _wants(argv: list[str], flag: str) -> bool:
@@ -304,10 +303,8 @@ def _tolerant_streams() -> None:
     a path that is not UTF-8) is written as an escape instead of raising."""
     for stream in (sys.stdout, sys.stderr):
         if hasattr(stream, "reconfigure"):
-            try:  # noqa: SIM105 (contextlib is not imported at start-up)
+            with contextlib.suppress(ValueError, OSError):  # a detached or closed stream
                 stream.reconfigure(errors="backslashreplace")
-            except (ValueError, OSError):  # a detached or closed stream
-                pass
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -316,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     as_json, debug = _wants(argv, "--json"), _wants(argv, "--debug")
     if "envgen.proc" in sys.modules:  # an earlier main() in this process was interrupted
         sys.modules["envgen.proc"].resume()
-    with _SigtermRaises():
+    with _sigterm_raises():
         try:
             parser = build_parser(argv)
             args = parser.parse_args(argv)
@@ -358,10 +355,8 @@ def complete() -> None:
     import argcomplete
 
     line = os.environ.get("COMP_LINE", "")
-    try:
+    with contextlib.suppress(ValueError):
         line = line[:int(os.environ.get("COMP_POINT", len(line)))]
-    except ValueError:
-        pass
     words = line.split()[1:]  # without the program's name
     if words and not line[-1:].isspace():
         words.pop()  # the word being completed

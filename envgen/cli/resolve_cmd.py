@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from envgen import validate
@@ -130,22 +132,19 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-class explained:  # (lower case: used as a function, `with explained(ctx):`)
+@contextlib.contextmanager
+def explained(ctx: Context) -> Iterator[None]:
     """When nothing fits, attach the explanation (text on stderr; with --json the error
-    object carries it); a usage error names where its value really came from ([defaults]).
-    (A class, not contextlib.contextmanager: start-up.)"""
-
-    def __init__(self, ctx: Context) -> None:
-        self.ctx = ctx
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
-        if isinstance(exc, InfeasibleError):
-            exc.report = format_explanation(exc.explanation)
-        elif isinstance(exc, UsageError) and exc.source and exc.source.startswith("--"):
-            exc.source = self.ctx.sources.get(exc.source[2:].replace("-", "_"), exc.source)
+    object carries it); a usage error names where its value really came from ([defaults])."""
+    try:
+        yield
+    except InfeasibleError as exc:
+        exc.report = format_explanation(exc.explanation)
+        raise
+    except UsageError as exc:
+        if exc.source and exc.source.startswith("--"):
+            exc.source = ctx.sources.get(exc.source[2:].replace("-", "_"), exc.source)
+        raise
 
 
 def format_table(found: list[Combination]) -> str:
