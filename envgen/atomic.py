@@ -40,6 +40,15 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_synced(path: Path, text: str) -> None:
+    """``text`` into a new file of a staging folder, UTF-8 with ``\n`` line ends, on disk
+    before the folder is committed."""
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
 def exchange(a: Path, b: Path) -> bool:
     """Swap two existing paths in one atomic step (Linux renameat2); False if unsupported."""
     try:
@@ -382,10 +391,7 @@ def write_dir(target: Path, files: dict[str, str], *,
             for name in sorted(files):
                 if "/" in name:  # a file in a subdirectory ("image/base.lock.txt")
                     (staging / name).parent.mkdir(parents=True, exist_ok=True)
-                with open(staging / name, "w", encoding="utf-8", newline="\n") as handle:
-                    handle.write(files[name])
-                    handle.flush()
-                    os.fsync(handle.fileno())
+                write_synced(staging / name, files[name])
                 if delay:
                     time.sleep(delay)
             fsync_dir(staging)

@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from envgen.atomic import alive, deferred_signals, exchange, fsync_dir
+from envgen.atomic import alive, deferred_signals, exchange, fsync_dir, write_synced
 from envgen.errors import DataError, filesystem_error, note_rollback
 from envgen.userfile import loads_json, read_text
 
@@ -179,10 +179,7 @@ def write(matrix_dir: Path, texts: dict[str, str]) -> list[Path]:
         for path in keep:  # other files someone put in harvested/ (e.g. a README) travel along
             shutil.copy2(path, staging / path.name)
         for name in sorted(texts):
-            with open(staging / name, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(texts[name])
-                handle.flush()
-                os.fsync(handle.fileno())
+            write_synced(staging / name, texts[name])
             if delay:
                 time.sleep(delay)
         (staging / COMPLETE).touch()

@@ -13,7 +13,6 @@ from collections import Counter
 
 import pytest
 from packaging.version import Version
-from support.os_package_env import extend_for_os_package
 from support.run import in_process
 
 from envgen.errors import InfeasibleError, UsageError
@@ -22,16 +21,6 @@ from envgen.facts import load_facts
 from envgen.resolve import Request, resolve
 
 FRAMEWORKS = ("deepspeed", "megatron-core", "colossalai")
-
-
-@pytest.fixture(scope="module")
-def os_matrix(tmp_path_factory):
-    return extend_for_os_package(tmp_path_factory.mktemp("osmatrix") / "matrix")
-
-
-@pytest.fixture(scope="module")
-def ofacts(os_matrix):
-    return load_facts(os_matrix)
 
 
 def cudas(cells, framework: str) -> list[str]:

@@ -18,7 +18,6 @@ import shutil
 import subprocess
 
 import pytest
-from support.os_package_env import extend_for_os_package
 
 from envgen.errors import DataError, EnvgenError, InfeasibleError, UsageError
 from envgen.facts import load_facts
@@ -36,16 +35,6 @@ SOURCES = {"pypi": "https://pypi.org/simple",
            "pytorch-cu121": "https://download.pytorch.org/whl/cu121",
            "pytorch-cu118": "https://download.pytorch.org/whl/cu118"}
 OS_PACKAGE = LockOptions(flavor="os-package")
-
-
-@pytest.fixture(scope="module")
-def os_matrix(tmp_path_factory):
-    return extend_for_os_package(tmp_path_factory.mktemp("osmatrix") / "matrix")
-
-
-@pytest.fixture(scope="module")
-def ofacts(os_matrix):
-    return load_facts(os_matrix)
 
 
 @pytest.fixture(scope="module")
