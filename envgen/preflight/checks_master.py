@@ -119,7 +119,8 @@ class MasterCheck:
 
 def reach(catalog, master_runner: Runner, runners: list[Runner], *, master_addr: str,
           port: int, sources: dict[str, str | None], timeout: float, listen_seconds: float,
-          picked: str | None = None, facts: dict[str, dict] | None = None) -> MasterCheck:
+          picked: str | None = None, facts: dict[str, dict] | None = None,
+          candidates: tuple[str, ...] = ()) -> MasterCheck:
     """A listener on the master port, then a connection to MASTER_ADDR:MASTER_PORT from every
     node (from the *_SOCKET_IFNAME address where one is set). ``picked``: how the launcher
     chose the address (DeepSpeed's `hostname -I`), said in the findings; ``facts``: the nodes'
@@ -177,13 +178,14 @@ def reach(catalog, master_runner: Runner, runners: list[Runner], *, master_addr:
             continue
         out.append(_connect_finding(catalog, runner.node, doc, master_addr, port,
                                     sources.get(runner.node), picked,
-                                    (facts or {}).get(runner.node)))
+                                    (facts or {}).get(runner.node), candidates))
     return MasterCheck(tuple(out), tuple(lost), True)
 
 
 def _connect_finding(catalog, node: str, doc: dict, master_addr: str, port: int,
                      source: str | None, picked: str | None = None,
-                     node_facts: dict | None = None) -> Finding:
+                     node_facts: dict | None = None, candidates: tuple[str, ...] = ()
+                     ) -> Finding:
     from envgen.preflight.checks_names import is_loopback
 
     kind_of = doc.get("kind")
@@ -202,14 +204,18 @@ def _connect_finding(catalog, node: str, doc: dict, master_addr: str, port: int,
             ssh(node, "getent", "ahosts", master_addr))
     linked = on_link(master_addr, node_facts) if node_facts else None
     if picked and linked is False and kind_of in ("timeout", "unreachable", "other"):
+        shared = next((c for c in candidates if on_link(c, node_facts)), None)
+        addr = shared or "ADDR"
         return catalog.finding(
             "master-unreachable",
             f"{node} cannot reach {master_addr}, the master address the launcher picks "
             f"({picked}): {node} has no address on that network ({error})",
-            evidence, f"give the launcher an address every node reaches: `deepspeed "
-            f"--master_addr ADDR ...` (and --master-addr ADDR here), e.g. the master's address on "
-            f"the network {node} shares with it; or make the shared network's interface come "
-            "first in `hostname -I` on the master",
+            evidence | {"shared": shared}, f"give the launcher an address every node "
+            f"reaches: `deepspeed --master_addr {addr} ...` (and --master-addr {addr} here)"
+            + (f" — {addr} is the master's address on the network {node} shares with it"
+               if shared else ", the master's address on the network the nodes share")
+            + "; or make the shared network's interface come first in `hostname -I` on the "
+            "master",
             ssh(node, "ip", "route", "get", master_addr))
     if source and kind_of in ("bind", "unreachable", "timeout"):
         return catalog.finding(

@@ -94,9 +94,11 @@ def from_here(catalog, resolved: dict[str, tuple[list[str], str | None]], launch
 
 
 def from_nodes(catalog, facts: dict[str, dict], names: list[str], *, multi_node: bool,
-               ifname_set: bool) -> list[Finding]:
+               ifname_set: bool, master: str | None = None) -> list[Finding]:
     """What each node resolves: names it cannot resolve, names that resolve to different
-    addresses on different nodes, and own names that resolve only to loopback."""
+    addresses on different nodes, own names whose first answer is loopback, and other names
+    answered with loopback (an error for ``master``, the address the ranks connect to; a
+    warning for a name the ranks do not look up)."""
     out: list[Finding] = []
     for name in names:
         seen: dict[str, list[str]] = {}
@@ -158,7 +160,8 @@ def from_nodes(catalog, facts: dict[str, dict], names: list[str], *, multi_node:
                     {"node": node, "host": name, "addresses": got},
                     f"remove the loopback line for {name} from {node}:/etc/hosts (or map "
                     f"{name} to its network address there)",
-                    ssh(node, "getent", "ahosts", name)))
+                    ssh(node, "getent", "ahosts", name),
+                    severity=None if master is None or name == master else "warning"))
     return out
 
 

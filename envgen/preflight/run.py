@@ -321,7 +321,7 @@ def _preflight(st: _State, catalog, facts_db, doctor_catalog, index_urls,
     multi = len(names) > 1
     # DeepSpeed's runner: with no --master_addr, the first word of `hostname -I` on the
     # first host (runner.py L495-L515, matrix/curated/preflight.toml [[kind]] launcher-view)
-    picked = None
+    picked, candidates = None, ()
     if _deepspeed_launch(job, options) and job.master_from == "first node":
         first = names[0]
         if first in facts:
@@ -330,6 +330,7 @@ def _preflight(st: _State, catalog, facts_db, doctor_catalog, index_urls,
                 picked = (f"the first word of `hostname -I` on {first}, as DeepSpeed's runner "
                           f"picks it: {said}")
                 master_addr = addr
+                candidates = tuple(said.split()[1:])
             else:
                 findings.append(catalog.finding(
                     "master-unreachable",
@@ -341,7 +342,7 @@ def _preflight(st: _State, catalog, facts_db, doctor_catalog, index_urls,
     ifname_set = any(v in exported for v in checks_network.IFNAME_VARS) or any(
         v in (d.get("env") or {}) for d in facts.values() for v in checks_network.IFNAME_VARS)
     findings += checks_names.from_nodes(catalog, facts, lookups, multi_node=multi,
-                                        ifname_set=ifname_set)
+                                        ifname_set=ifname_set, master=master_addr)
     if not options.local:
         findings += checks_launcher.session_path(catalog, facts, options.python, exported)
     st.lap("names from every node")
@@ -393,7 +394,7 @@ def _preflight(st: _State, catalog, facts_db, doctor_catalog, index_urls,
             catalog, runners[master], [runners[n] for n in reachable], master_addr=master_addr,
             port=job.master_port, sources=sources, timeout=options.connect_timeout + 10,
             listen_seconds=options.connect_timeout * 2 + 30, picked=picked,
-            facts={n: facts[n] for n in reachable})
+            facts={n: facts[n] for n in reachable}, candidates=candidates)
         findings += check.findings
         for n in check.lost:
             status[n], problem[n] = "lost", "node-lost"
@@ -544,7 +545,9 @@ def _collective(catalog, job: Job, options: Options, runners: dict[str, Runner],
     elif no_torch:
         why = f"torch does not import on {', '.join(no_torch)}"
     elif (because := _doomed(findings, backend)) is not None:
-        why = (f"the error finding {because.kind} ({because.summary[:160]}) already makes the "
+        said = because.summary if len(because.summary) <= 160 else \
+            because.summary[:159].rsplit(" ", 1)[0] + " …"
+        why = (f"the error finding {because.kind} ({said}) already makes the "
                f"{backend} all_reduce fail; running it would only wait for its time-out")
     if why:
         findings.append(catalog.finding(

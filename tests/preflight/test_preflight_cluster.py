@@ -28,6 +28,7 @@ broken-environment tests' layers, each preflight 9-15 s, the module about 3 minu
 from __future__ import annotations
 
 import json
+import subprocess
 import time
 from collections.abc import Iterator
 
@@ -230,3 +231,169 @@ def test_a_node_lost_during_the_collective(cluster):
             assert time.monotonic() < deadline, f"a rank still runs on {node}"
             time.sleep(0.5)
 
+
+
+# ---- the launcher's own view (issue 43) --------------------------------------------------------
+# Each fault below is applied to the shared cluster and undone afterwards; several faults share
+# one preflight run where they do not hide each other (CI time: one run each, 10-25 s).
+
+HOSTFILE = "node0 slots=1\nnode1 slots=1\nnode2 slots=1\n"
+PATH_LINE = "SetEnv PATH=/opt/env/bin:"  # tests/support/cluster/Dockerfile's sshd_config line
+
+
+def _sshd_path(c: Cluster, node: str, on: bool) -> None:
+    """Put the environment's bin folder on (or off) the PATH sshd gives a session on ``node``
+    (sshd_config SetEnv; sshd, the container's PID 1, re-reads it on SIGHUP)."""
+    old, new = ("#envgen-test ", "") if on else ("", "#envgen-test ")
+    c.sh(node, f"sed -i 's|^{old}{PATH_LINE}|{new}{PATH_LINE}|' /etc/ssh/sshd_config && "
+         "kill -HUP 1", check=True)
+    want = "/opt/env/bin" if on else "/usr/bin"
+    deadline = time.monotonic() + 20
+    while not c.sh("node0", f"ssh {node} 'command -v python3'")[1].startswith(want):
+        assert time.monotonic() < deadline, f"sshd on {node} did not reload"
+        time.sleep(0.3)
+
+
+def _outgoing_from_port(c: Cluster, node: str, port: int, peer: str) -> str:
+    """A process on ``node`` whose outgoing connection to ``peer``:22 has ``port`` as its local
+    port; its pid."""
+    program = (f"import socket,time; s=socket.socket(); s.bind(('', {port})); "
+               f"s.connect(('{peer}', 22)); time.sleep(600)")
+    _, out = c.sh(node, f'/opt/env/bin/python -c "{program}" >/dev/null 2>&1 & echo $!',
+                  check=True)
+    deadline = time.monotonic() + 20
+    while c.sh(node, f"ss -Htn 'sport = :{port}' | grep -q ESTAB")[0] != 0:
+        assert time.monotonic() < deadline, f"no connection from {node}:{port}"
+        time.sleep(0.2)
+    return out.strip()
+
+
+def test_the_launchers_view_of_a_hostfile_job(cluster):
+    """DeepSpeed's runner exports ~/.deepspeed_env's GLOO_SOCKET_IFNAME=ib0 (no node has ib0);
+    node2's non-interactive SSH PATH lacks /opt/env/bin; node1's open-files limit is 256;
+    MASTER_PORT 40000 (ephemeral) is held by an outgoing connection on node0."""
+    c = cluster
+    c.write("node0", "/root/hostfile", HOSTFILE)
+    c.write("node0", "/root/.deepspeed_env", "GLOO_SOCKET_IFNAME=ib0\n")
+    _sshd_path(c, "node2", on=False)
+    hard = c.sh("node1", "prlimit --pid 1 --nofile --noheadings --output HARD")[1].strip()
+    soft = c.sh("node1", "prlimit --pid 1 --nofile --noheadings --output SOFT")[1].strip()
+    c.sh("node1", f"prlimit --pid 1 --nofile=256:{hard}", check=True)
+    holder = _outgoing_from_port(c, "node0", 40000, "node1")
+    try:
+        start = time.monotonic()
+        rc, doc = run(c, "--hostfile", "/root/hostfile", "--master-port", "40000")
+        took = time.monotonic() - start
+    finally:
+        c.sh("node0", f"kill {holder}; rm -f /root/.deepspeed_env")
+        c.sh("node1", f"prlimit --pid 1 --nofile={soft}:{hard}")
+        _sshd_path(c, "node2", on=True)
+    assert rc == 1
+    missing = [f for f in doc["findings"] if f["kind"] == "ifname-missing"]
+    assert {f["evidence"]["node"] for f in missing} == {"node0", "node1", "node2"}
+    assert all(f["severity"] == "error" and "GLOO_SOCKET_IFNAME=ib0" in f["summary"]
+               and "/root/.deepspeed_env line 1" in f["summary"]
+               and "/root/.deepspeed_env line 1" in f["fix"] for f in missing), missing
+    assert doc["launcher"]["exports"]["GLOO_SOCKET_IFNAME"] == "ib0"
+    path = finding(doc, "launcher-path")
+    assert path["evidence"]["node"] == "node2" and path["severity"] == "error"
+    assert "works when you ssh in, fails in the launcher" in path["summary"]
+    assert "`ninja` is not found" in path["summary"] and "SetEnv PATH=/opt/env/bin" in path["fix"]
+    assert "ninja_missing" not in kinds(doc)  # not "pip install ninja": it is installed
+    limits = finding(doc, "limits-differ")
+    assert limits["evidence"]["limit"] == "nofile" and limits["evidence"]["odd"] == ["node1"]
+    taken = finding(doc, "master-port-taken")
+    assert "an outgoing connection to" in taken["summary"] and f"pid {holder}" in taken["summary"]
+    assert "-tanp" in taken["command"]
+    assert finding(doc, "master-port-ephemeral")["evidence"]["port"] == 40000
+    skipped = finding(doc, "check-skipped")
+    assert "ifname-missing" in skipped["summary"] and doc["collective"] is None
+    assert took < 60, took
+
+
+def test_the_etc_hosts_loopback_traps(cluster):
+    """node1: `127.0.1.1 node1` above its real line (the Debian trap); node2: `127.0.1.1 node0`
+    (another node's name answered with loopback) — named as loopback answers, not firewalls."""
+    c = cluster
+    saved = {n: c.sh(n, "cat /etc/hosts", check=True)[1] for n in ("node1", "node2")}
+    c.write("node1", "/etc/hosts", "127.0.1.1 node1\n" + saved["node1"])
+    c.write("node2", "/etc/hosts", "127.0.1.1 node0\n" + saved["node2"])
+    try:
+        rc, doc = run(c, *HOSTS, "--connect-timeout", "3")
+    finally:
+        for n, text in saved.items():
+            c.write(n, "/etc/hosts", text)
+    assert rc == 1
+    own = finding(doc, "hostname-loopback")
+    assert own["evidence"]["node"] == "node1" and own["severity"] == "error"
+    assert "resolves first to 127.0.1.1" in own["summary"] and "/etc/hosts" in own["fix"]
+    other = [f for f in doc["findings"] if f["kind"] == "name-loopback"]
+    assert other and all(f["evidence"]["node"] == "node2" for f in other), other
+    assert any("not a firewall" in f["summary"] for f in other)  # the master check's answer
+    assert "master-port-blocked" not in kinds(doc)
+    assert "hostname-loopback" in finding(doc, "check-skipped")["summary"]
+
+
+def test_a_master_address_on_a_network_the_others_lack(cluster):
+    """node0 joins a second network that comes first in its `hostname -I`: DeepSpeed's runner
+    would give every rank that address as MASTER_ADDR."""
+    c = cluster
+    c.write("node0", "/root/hostfile", HOSTFILE)
+    other = f"{c.network}-b"
+    harness._docker("network", "create", other)
+    try:
+        harness._docker("network", "connect", other, c.containers["node0"])
+        # reconnected, the shared network's interface comes after the new one
+        harness._docker("network", "disconnect", c.network, c.containers["node0"])
+        harness._docker("network", "connect", "--alias", "node0", c.network,
+                        c.containers["node0"])
+        first = c.sh("node0", "hostname -I", check=True)[1].split()
+        shared = c.sh("node1", "getent hosts node0", check=True)[1].split()[0]
+        assert first[0] != shared and shared in first, first
+        rc, doc = run(c, "--hostfile", "/root/hostfile", "--connect-timeout", "3")
+    finally:
+        harness._docker("network", "disconnect", other, c.containers["node0"], check=False)
+        harness._docker("network", "rm", other, check=False)
+    assert rc == 1
+    far = [f for f in doc["findings"] if f["kind"] == "master-unreachable"]
+    assert {f["evidence"]["node"] for f in far} == {"node1", "node2"}, doc["findings"]
+    assert all("`hostname -I` on node0" in f["summary"] and first[0] in f["summary"]
+               and f"--master_addr {shared}" in f["fix"] for f in far), far
+    view = finding(doc, "launcher-view")
+    assert f"master address {first[0]}" in view["summary"]
+    assert "master-unreachable" in finding(doc, "check-skipped")["summary"]
+
+
+def test_ctrl_c_prints_the_findings_so_far(cluster):
+    """SIGINT during the all_reduce: the findings made until then, exit 130, within 2 s."""
+    proc = subprocess.Popen(
+        [harness.DOCKER, "exec", cluster.containers["node0"], "sh", "-c",
+         'echo "pid $$" >&2; exec envgen preflight --json --hosts node0,node1,node2'],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    pid, sent = None, None
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith("pid ") and pid is None:
+                pid = line.split()[1]
+            if "all_reduce" in line:
+                sent = time.monotonic()
+                cluster.sh("node0", f"kill -INT {pid}", check=True)
+                break
+        out, _ = proc.communicate(timeout=60)
+        took = time.monotonic() - (sent or 0)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
+    assert sent is not None and proc.returncode == 130
+    doc = json.loads(out)
+    assert doc["interrupted"] == "the collective" and doc["error"]["kind"] == "interrupted"
+    assert doc["findings"] and all(n["status"] == "ok" for n in doc["nodes"])
+    print(f"Ctrl-C to exit: {took:.2f} s")
+    assert took < 2.5, took  # 2 s, plus the `docker exec` that sends the signal
+    for node in ("node0", "node1", "node2"):  # nothing of it goes on running
+        deadline = time.monotonic() + 15
+        while cluster.sh(node, "pgrep -f -- '- --maste[r]-addr'")[0] == 0:
+            assert time.monotonic() < deadline, f"a rank still runs on {node}"
+            time.sleep(0.5)

@@ -110,3 +110,19 @@ def test_two_node_sources_are_refused_by_the_parser():
     proc = run_envgen("preflight", "--hosts", "a", "--local")
     assert proc.returncode == 2
     assert "not allowed with argument" in proc.stderr
+
+
+def test_local_with_a_deepspeed_env_naming_an_interface_this_node_lacks(run, monkeypatch,
+                                                                          tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".deepspeed_env").write_text("GLOO_SOCKET_IFNAME=ib9\n")
+    monkeypatch.setenv("HOME", str(home))
+    code, out, _ = run("preflight", "--local", "--python", sys.executable, "--json")
+    doc = json.loads(out)
+    assert code == 1
+    missing = [f for f in doc["findings"] if f["kind"] == "ifname-missing"]
+    assert missing and missing[0]["severity"] == "error"
+    assert "GLOO_SOCKET_IFNAME=ib9" in missing[0]["summary"]
+    assert f"{home / '.deepspeed_env'} line 1" in missing[0]["summary"]
+    assert doc["launcher"]["exports"]["GLOO_SOCKET_IFNAME"] == "ib9"
