@@ -15,9 +15,12 @@ JSON lines and never raises: every probe catches its own errors and reports them
   ephemeral port range, and with ``--port`` whether 0.0.0.0:P can be bound (and, when it
   cannot, which process holds it — a listener, or an outgoing connection whose local port it
   is — read from /proc where readable).
-- ``listen --port P --seconds S [--expect N]``: binds 0.0.0.0:P; first line says whether it
+- ``listen --port P --seconds S [--expect N]``: binds 0.0.0.0:P (P 0: a port the kernel picks
+  from the ephemeral range, as gloo's and NCCL's listeners get); first line says whether it
   listens (exit 1 and the holder when not); accepts for S seconds or N connections, echoing the
   handshake line ``envgen-preflight`` to each peer that sends it; last line names the peers.
+- ``reach --targets H:P,H:P --timeout T``: ``connect`` to each target at once; one JSON
+  object ``{"reach": [...]}`` (the pairwise check: which node's port does not let whom in).
 - ``connect --host H --port P [--source ADDR] --timeout T``: one JSON object — resolves H,
   binds ADDR first when given, connects, sends the handshake and waits briefly for the echo. A
   port that accepts but does not answer the handshake is still ``ok`` (``handshake`` false).
@@ -509,7 +512,8 @@ def listen(port: int, seconds: float, expect) -> int:
                   if isinstance(exc, OSError) and exc.errno == errno.EADDRINUSE else None)
         emit({"listening": False, "port": port, "error": err_text(exc), "holder": holder})
         return 1
-    emit({"listening": True, "port": port, "address": "0.0.0.0"})
+    # port 0: the kernel picks one from the ephemeral range, as gloo's and NCCL's listeners do
+    emit({"listening": True, "port": sock.getsockname()[1], "address": "0.0.0.0"})
     peers, threads = [], []
     deadline = time.monotonic() + seconds
     try:
@@ -605,6 +609,27 @@ def connect(host: str, port: int, source, timeout: float) -> dict:
         sock.close()
 
 
+def reach(targets: list, timeout: float) -> dict:
+    """``connect`` to every ``host:port`` of ``targets`` at once; one result each."""
+    results = [None] * len(targets)
+
+    def one(i: int, target: str) -> None:
+        host, _, port = target.rpartition(":")
+        try:
+            results[i] = connect(host.strip("[]"), int(port), None, timeout)
+        except Exception as exc:  # a malformed target: said, not raised
+            results[i] = {"ok": False, "host": host, "port": port, "kind": "other",
+                          "error": err_text(exc)}
+
+    threads = [threading.Thread(target=one, args=(i, t), daemon=True)
+               for i, t in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 5)
+    return {"reach": [r for r in results if r is not None]}
+
+
 # ---------------------------------------------------------------- main
 
 
@@ -623,6 +648,9 @@ def main(argv) -> int:
     p_connect.add_argument("--port", type=int, required=True)
     p_connect.add_argument("--source")
     p_connect.add_argument("--timeout", type=float, default=5.0)
+    p_reach = sub.add_parser("reach")
+    p_reach.add_argument("--targets", required=True)
+    p_reach.add_argument("--timeout", type=float, default=5.0)
     args = parser.parse_args(argv)
     if args.cmd == "facts":
         names = [n.strip() for n in args.names.split(",") if n.strip()]
@@ -634,6 +662,9 @@ def main(argv) -> int:
         result = connect(args.host, args.port, args.source, args.timeout)
         emit(result)
         return 0 if result["ok"] else 1
+    if args.cmd == "reach":
+        emit(reach([t for t in args.targets.split(",") if t], args.timeout))
+        return 0
     parser.print_usage(sys.stderr)
     return 2
 

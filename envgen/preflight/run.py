@@ -398,6 +398,14 @@ def _preflight(st: _State, catalog, facts_db, doctor_catalog, index_urls,
         findings += check.findings
         for n in check.lost:
             status[n], problem[n] = "lost", "node-lost"
+        if any(f.kind == "master-port-blocked" for f in check.findings):
+            st.step = "tracing the blocked port pairwise"
+            progress(f"tracing port {job.master_port} pairwise between the nodes")
+            traced = _trace(catalog, runners, [n for n in reachable if status[n] == "ok"],
+                            job.master_port, f"MASTER_PORT {job.master_port}", options)
+            if any(f.evidence.get("node") for f in traced):  # one node named: it replaces
+                findings[:] = [f for f in findings if f.kind != "master-port-blocked"]
+            findings += traced
     st.lap("master address and port")
 
     if options.collective:
@@ -405,6 +413,13 @@ def _preflight(st: _State, catalog, facts_db, doctor_catalog, index_urls,
         st.collective = _collective(catalog, job, options, runners, names, status, snaps,
                                     master_addr, st.mode, findings, exported, progress)
         st.lap("collective")
+        if st.collective is not None and not st.collective.ok:
+            st.step = "tracing the collective's ports pairwise"
+            progress("tracing the ports gloo/NCCL listen on (each node's ephemeral range) "
+                     "pairwise between the nodes")
+            findings += _trace(catalog, runners, [n for n in names if status[n] == "ok"], 0,
+                               "the ephemeral ports gloo and NCCL listen on", options)
+            st.lap("pairwise ports")
     st.step = "the end"
     return st.result()
 
@@ -495,6 +510,17 @@ def _judge_snapshots(st: _State, catalog, snap_replies: dict, facts_db, doctor_c
             n: ("ninja_missing",) for n in path_lost})
 
 
+def _trace(catalog, runners: dict[str, Runner], nodes: list[str], port: int, what: str,
+           options: Options) -> list[Finding]:
+    """port-dropped findings from a pairwise check between ``nodes`` (at least 2)."""
+    from envgen.preflight.checks_mesh import analyse, mesh
+
+    if len(nodes) < 2:
+        return []
+    result = mesh({n: runners[n] for n in nodes}, port, timeout=min(10.0, options.connect_timeout))
+    return analyse(catalog, result, what=what)
+
+
 def _launcher_problems(job: Job) -> list[tuple[str, dict]]:
     from envgen.preflight.launcher_vars import launcher_problems
 
@@ -505,7 +531,7 @@ def _launcher_problems(job: Job) -> list[tuple[str, dict]]:
 # that says why is named (the variable a backend reads is checked against the backend)
 _DOOMING = ("ifname-missing", "ifname-unreaching", "hostname-loopback", "name-loopback",
             "master-unreachable", "master-port-blocked", "master-port-taken",
-            "deepspeed-env-line", "host-unresolved")
+            "deepspeed-env-line", "host-unresolved", "port-dropped")
 _BACKEND_VARS = {"gloo": ("GLOO_SOCKET_IFNAME",), "nccl": ("NCCL_SOCKET_IFNAME",)}
 
 

@@ -243,3 +243,40 @@ def test_the_collective_is_skipped_after_an_error_that_dooms_it(catalog, tmp_pat
                                        origins=v.origins)
     assert _doomed(found, "gloo").kind == "ifname-missing"
     assert _doomed(found, "nccl") is None  # gloo's variable: NCCL does not read it
+
+
+# ---------------------------------------------------------------- pairwise ports
+
+
+def _mesh(drop_to: str | None, nodes=("node0", "node1", "node2"), kind: str = "timeout"):
+    from envgen.preflight.checks_mesh import Mesh
+
+    links = {}
+    for s in nodes:
+        for t in nodes:
+            if s != t:
+                ok = t != drop_to
+                links[(s, t)] = {"ok": ok, "kind": None if ok else kind,
+                                 "error": None if ok else "timed out"}
+    return Mesh(29500, dict.fromkeys(nodes, 29500), links)
+
+
+def test_a_dropped_port_is_traced_to_the_node_that_drops_it(catalog):
+    from envgen.preflight.checks_mesh import analyse
+
+    found = analyse(catalog, _mesh("node2"), what="MASTER_PORT 29500")
+    assert [(f.kind, f.evidence.get("node")) for f in found] == [("port-dropped", "node2")]
+    assert found[0].evidence["from"] == ["node0", "node1"]
+    assert "node2 drops incoming TCP" in found[0].summary
+    assert "while the other nodes reach each other" in found[0].summary
+    assert analyse(catalog, _mesh(None), what="x") == []
+
+
+def test_pairs_no_single_node_explains_are_listed(catalog):
+    from envgen.preflight.checks_mesh import analyse
+
+    m = _mesh(None)
+    m.links[("node0", "node1")] = {"ok": False, "kind": "timeout", "error": "timed out"}
+    found = analyse(catalog, m, what="x")
+    assert [(f.kind, f.evidence.get("node")) for f in found] == [("port-dropped", None)]
+    assert "node0 → node1 (timeout)" in found[0].summary
