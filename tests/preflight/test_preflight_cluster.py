@@ -8,9 +8,8 @@ the launching node, over real SSH, exactly as a user runs it before `deepspeed -
     a node with another torch          node2: torch 2.14.1+cu130 (PyPI)     node-env-differs
     a node without the SSH key         node1's authorized_keys removed      ssh-auth-failed, node1
     MASTER_PORT taken                  a process listens on node0:29500     master-port-taken
-    MASTER_PORT blocked                iptables drops node0:29500           port-dropped, node0 alone
-    high ports dropped on one node     node1 drops NEW to 32768-60999       collective fails, then
-                                                                            port-dropped, node1 alone
+    MASTER_PORT blocked                iptables drops node0:29500           port-dropped: node0
+    high ports dropped on one node     node1 drops NEW to 32768-60999       port-dropped: node1
     a wrong socket interface           GLOO_SOCKET_IFNAME=eth9              ifname-missing
                                        --ifname eth9                        exit 2, the names
     a host that does not resolve       --hosts node0,node1,nodeX            host-unresolved
@@ -19,18 +18,17 @@ the launching node, over real SSH, exactly as a user runs it before `deepspeed -
     a node down                        node2 paused, --connect-timeout 3    ssh-unreachable
     a tiny /dev/shm                    node1 started with --shm-size 1m     shm-small, node1
     a node lost during the check       node2 paused in the all_reduce       collective-hang
-    the launcher's view (one run)      hostfile; ~/.deepspeed_env           ifname-missing naming the
-                                       GLOO_SOCKET_IFNAME=ib0; node2's      file and line; launcher-path
-                                       sshd PATH without /opt/env/bin;      (node2); limits-differ
-                                       node1 ulimit -n 256; MASTER_PORT     (node1); master-port-taken
-                                       40000 held by an outgoing conn.      (its owner), -ephemeral
+    the launcher's view (one run):     hostfile, and                        (each named)
+      ~/.deepspeed_env GLOO_SOCKET_IFNAME=ib0                               ifname-missing (+line)
+      node2's sshd PATH without /opt/env/bin                                launcher-path
+      node1's ulimit -n 256                                                 limits-differ
+      MASTER_PORT 40000 held by an outgoing connection                      master-port-taken,
+                                                                            master-port-ephemeral
     the 127.0.1.1 traps                node1: own name; node2: node0's      hostname-loopback,
-                                                                            name-loopback (no firewall)
-    two networks                       node0's second network first in      master-unreachable from
-                                       `hostname -I` (DeepSpeed's master)   node1, node2; the fix names
-                                                                            the shared address
-    Ctrl-C                             SIGINT during the all_reduce         exit 130 within 2 s, the
-                                                                            findings so far
+                                                                            name-loopback
+    two networks                       node0's second network first in      master-unreachable,
+                                       its `hostname -I`                    node1 and node2
+    Ctrl-C                             SIGINT during the all_reduce         exit 130 in 2 s
 
 Each run is checked for its exit code, the finding's kind and node, and that the other nodes
 were still checked; ranks the preflight gave up on must end with it (MASTER_PORT left free).
