@@ -117,6 +117,19 @@ def doctor_envs(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON, default=False)
+def preflight_ground_truth(session: nox.Session) -> None:
+    """`envgen preflight` against a real `deepspeed --hostfile` launch (pdsh) on the Docker
+    cluster of tests/support/cluster: for each fault of issue 43 (~/.deepspeed_env naming an
+    interface no node has, a non-interactive PATH without the environment, the 127.0.1.1
+    trap, a master whose `hostname -I` starts with an address the others cannot reach) the
+    preflight's verdict, the real launch, and the launch after the fix. Several minutes on 2
+    cores; needs root and dockerd. The result is recorded in docs/before-you-launch.md."""
+    _require_supported_python(session)
+    session.install("-e", ".[test]")
+    session.run("python", "tests/preflight/ground_truth.py", *session.posargs)
+
+
+@nox.session(python=PYTHON, default=False)
 def cuda_wheel_envs(session: nox.Session) -> None:
     """The verification tests whose CPU environment needs a CUDA build of torch from PyPI
     (several GB of NVIDIA wheels): `envgen verify all` → record → table for Colossal-AI 0.5.0,
