@@ -21,12 +21,9 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envgen.errors import UsageError
-
-if TYPE_CHECKING:
-    from pathlib import Path
 
 _MiB = 1024 * 1024
 
@@ -192,13 +189,5 @@ def read_private_cache(path: str | os.PathLike[str]) -> bytes | None:
         os.close(fd)
 
 
-def is_regular(path: Path) -> bool:
-    """Whether ``path`` is a regular file (following links), without opening it."""
-    try:
-        return stat.S_ISREG(path.stat().st_mode)
-    except OSError:
-        return False
-
-
-__all__ = ["CAPS", "is_regular", "loads_json", "read_bytes", "read_json", "read_private_cache",
+__all__ = ["CAPS", "loads_json", "read_bytes", "read_json", "read_private_cache",
            "read_stdin", "read_text"]
