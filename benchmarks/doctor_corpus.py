@@ -5,7 +5,10 @@ Usage:
     python benchmarks/doctor_corpus.py --set dev       # one set
     python benchmarks/doctor_corpus.py --set dev --json
 
-Each report runs as a subprocess: `python -m envgen doctor --report FILE --json`.
+Each report runs as a subprocess: `python -m envgen doctor --report FILE --json`, with
+`--framework NAME` when the report comes from that framework's own tracker (TRACKERS: a
+maintainer triaging their tracker knows which framework the report is about, as the reporter
+does; the text alone often never names it).
 Per report the outcome is one of
     named       an expected kind is an error/warning finding
     asked       no expected kind named, but a need asks for a fact that decides an expected kind
@@ -83,10 +86,18 @@ def load_corpus(path: Path = CORPUS) -> dict:
         return tomllib.load(fh)
 
 
+# a framework's own issue tracker → the framework (`envgen doctor --framework`)
+TRACKERS = {"deepspeedai/DeepSpeed": "deepspeed", "microsoft/DeepSpeed": "deepspeed",
+            "hpcaitech/ColossalAI": "colossalai", "NVIDIA/Megatron-LM": "megatron-core"}
+
+
 def run_one(report: dict, timeout: float = 30.0) -> dict:
     """Run the doctor on one report; return its raw result (rc, json, stderr, seconds)."""
     file = CORPUS_DIR / "reports" / report["file"]
     cmd = [sys.executable, "-m", "envgen", "doctor", "--report", str(file), "--json"]
+    framework = TRACKERS.get(report.get("repository", ""))
+    if framework:
+        cmd += ["--framework", framework]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     seconds = time.perf_counter() - start
@@ -133,6 +144,9 @@ def judge(report: dict, raw: dict) -> dict:
         "seconds": raw["seconds"],
         "kinds": sorted(raised),
         "needs": sorted(f for f in asked_facts if f),
+        # what the doctor tells the user to run (tests/doctor/test_corpus.py checks each)
+        "commands": [f["command"] for f in findings if f.get("command")],
+        "platform": (out.get("snapshot") or {}).get("platform") if isinstance(out, dict) else None,
     }
 
 

@@ -119,7 +119,11 @@ class Context:
         if cuda is not UNKNOWN:
             want = major_minor(cuda) if cuda else None
             same = [b for b in same if b.cuda == want]
-        same.sort(key=lambda b: (b.index != "pypi", b.curated))
+        # the build whose wheels are for this Python first (a release's cp312 wheels can be
+        # a build of their own, with their own glibc floor)
+        python = major_minor(self.s.python) if known(self.s.python) else None
+        same.sort(key=lambda b: (python is not None and python not in (b.python or ()),
+                                 b.index != "pypi", b.curated))
         return tuple(same)
 
     @property

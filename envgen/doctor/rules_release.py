@@ -4,6 +4,8 @@ the wheels' manylinux tags, pip's dependency conflicts and imports that fail."""
 
 from __future__ import annotations
 
+import shlex
+
 from envgen.doctor.context import Context, known, major_minor, public
 from envgen.doctor.suggest import make_command
 from envgen.versions import dotted_key
@@ -70,15 +72,68 @@ def python_unsupported(ctx: Context) -> None:
                             "with `envgen make`",
                         command=_make(ctx, framework))
     build = ctx.torch_build
-    if build is not None and build.python and tag not in build.python:
+    # one release's wheels can sit in several builds (the cp312 file of torch 2.2.2 apart
+    # from the others): the Pythons are those of every build of it for this platform
+    pythons = sorted({p for b in ctx.torch_builds if b.platform == build.platform
+                      for p in b.python or ()}, key=dotted_key) if build is not None else []
+    if build is not None and pythons and tag not in pythons:
         ctx.finding("python_unsupported",
                     f"torch {build.version} publishes wheels for Python "
-                    f"{', '.join(sorted(build.python, key=dotted_key))}, not {tag}",
+                    f"{', '.join(pythons)}, not {tag}",
                     evidence={"python": python, "torch": ctx.s.torch,
-                              "torch_pythons": list(build.python)},
+                              "torch_pythons": pythons},
                     fix="use one of those Pythons, or a torch release built for this one",
                     command=_make(ctx, next(iter(ctx.frameworks), None)),
                     source=build.sources[0].url if build.sources else None)
+
+
+_WINDOWS_SOURCE = ("https://github.com/deepspeedai/DeepSpeed/issues/7043 ; "
+                   "https://github.com/deepspeedai/DeepSpeed/issues/6981")
+
+
+def windows_wheel(ctx: Context) -> None:
+    """On Windows, pip takes a framework release's win_amd64 wheel for this Python or falls
+    back to building its sdist there (what the maintainers answer when that fails: #7043,
+    #6981). Which Pythons each release has Windows wheels for is the harvested
+    ``files.windows``."""
+    if ctx.s.platform != "windows":
+        return
+    for framework in ctx.frameworks:
+        releases = sorted((r for r in ctx.facts.frameworks if r.framework == framework
+                           and r.files is not None and r.files.windows is not None),
+                          key=lambda r: dotted_key(r.version))
+        wheels = [r for r in releases if r.files.windows]
+        if not wheels:
+            continue  # no Windows wheel at all: the platform rule speaks for it
+        listed = "; ".join(f"{r.version}: {', '.join(r.files.windows)}" for r in wheels)
+        if not known(ctx.s.python):
+            ctx.need("python", f"{framework} publishes Windows wheels for some Pythons only "
+                     f"({listed})", f"`{ctx.python} --version`")
+            continue
+        tag = major_minor(ctx.s.python)
+        version = ctx.frameworks[framework]
+        judged = ([r for r in releases if r.version == version] if version else releases[-1:])
+        if not judged or tag in judged[0].files.windows:
+            continue
+        fits = [r for r in wheels if tag in r.files.windows]
+        if fits:
+            fix = (f"install {framework} {fits[-1].version}, the newest release with a Windows "
+                   f"wheel for Python {tag}")
+            command = ctx.pip("install", f"{framework}=={fits[-1].version}")
+        else:
+            best = max((p for r in wheels for p in r.files.windows), key=dotted_key)
+            newest = [r for r in wheels if best in r.files.windows][-1]
+            fix = (f"use Python {best} (no {framework} release has a Windows wheel for "
+                   f"{tag}) with {framework} {newest.version}, or run under WSL2")
+            command = f"py -{best} -m pip install {shlex.quote(f'{framework}=={newest.version}')}"
+        ctx.finding("python_unsupported",
+                    f"{framework} {judged[0].version} has no Windows wheel for Python {tag}: pip "
+                    "falls back to building its sdist on Windows (Windows wheels: "
+                    f"{listed})",
+                    evidence={"python": ctx.s.python, "platform": "windows",
+                              framework: version, "windows_wheels": {
+                                  r.version: list(r.files.windows) for r in wheels}},
+                    fix=fix, command=command, source=_WINDOWS_SOURCE)
 
 
 def torch_unsupported_by_framework(ctx: Context) -> None:
@@ -171,6 +226,6 @@ def import_failed(ctx: Context) -> None:
                     command=None)
 
 
-RULES = (unsupported_platform, python_unsupported, torch_unsupported_by_framework,
+RULES = (unsupported_platform, python_unsupported, windows_wheel, torch_unsupported_by_framework,
          glibc_too_old, dependency_conflict, import_failed)
 __all__ = ["RULES"]

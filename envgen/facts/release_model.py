@@ -35,6 +35,7 @@ class ReleaseFiles:
 
     sdist: bool
     wheels: tuple[WheelFile, ...]
+    windows: tuple[str, ...] | None = None  # Pythons of its win_amd64 wheels; None: not read
 
     def wheel_for(self, python: str, platform: str) -> WheelFile | None:
         """The wheel pip would take for ``python`` on ``platform`` (a platform wheel first),

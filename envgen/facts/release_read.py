@@ -29,6 +29,7 @@ def release_files(raw: dict[str, Any] | None) -> ReleaseFiles | None:
                       platform=w["platform"], glibc=w["glibc"])
             for w in raw["wheels"]
         ),
+        windows=tuple(raw["windows"]) if raw.get("windows") is not None else None,
     )
 
 

@@ -88,15 +88,21 @@ def _releases(
     links: list[FileLink], cfg: dict[str, Any], aliases
 ) -> dict[Version, dict[str, list]]:
     minimum = Version(str(cfg["min_version"]))
-    releases: dict[Version, dict[str, list]] = defaultdict(lambda: {"wheels": [], "sdists": []})
+    releases: dict[Version, dict[str, list]] = defaultdict(
+        lambda: {"wheels": [], "sdists": [], "windows": []})
     for link in links:
         if link.yanked:
             continue
         if link.filename.endswith(".whl"):
             wheel = parse_wheel(link.filename, aliases)
-            if wheel is None or wheel.arch == "":  # not Linux, not pure
+            if wheel is None:
                 continue
-            version, bucket, item = wheel.version, "wheels", (link, wheel)
+            if wheel.arch == "":  # not Linux, not pure: Windows x86-64 wheels are listed apart
+                if "win_amd64" not in wheel.platform_tag.split("."):
+                    continue
+                version, bucket, item = wheel.version, "windows", (link, wheel)
+            else:
+                version, bucket, item = wheel.version, "wheels", (link, wheel)
         else:
             parsed = parse_sdist(link.filename)
             if parsed is None or not link.filename.endswith(".tar.gz"):
@@ -129,8 +135,9 @@ def _wheel_abi(filename: str) -> str:
 
 
 def release_files(files: dict[str, list]) -> dict[str, Any]:
-    """``{"sdist": bool, "wheels": [...]}``: the release's non-yanked sdist and Linux/pure
-    wheels (``files`` as :func:`_releases` groups them; yanked files are already left out)."""
+    """``{"sdist": bool, "wheels": [...], "windows": [...]}``: the release's non-yanked sdist,
+    Linux/pure wheels, and the Python versions of its Windows x86-64 wheels (``files`` as
+    :func:`_releases` groups them; yanked files are already left out)."""
     wheels = [
         {
             "filename": link.filename,
@@ -141,7 +148,9 @@ def release_files(files: dict[str, list]) -> dict[str, Any]:
         }
         for link, wheel in files["wheels"]
     ]
-    return {"sdist": bool(files["sdists"]), "wheels": sorted(wheels, key=lambda w: w["filename"])}
+    windows = sorted({p for _, w in files.get("windows", ()) for p in w.pythons}, key=python_key)
+    return {"sdist": bool(files["sdists"]), "wheels": sorted(wheels, key=lambda w: w["filename"]),
+            "windows": windows}
 
 
 # every key a harvested ``build`` has (null / empty where the reader stated nothing), so that

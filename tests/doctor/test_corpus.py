@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import shlex
+import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -88,3 +90,35 @@ def test_dev_named_ratchet() -> None:
     assert named >= CORPUS["baseline"]["dev_named"], (
         f"dev named {named} < baseline {CORPUS['baseline']['dev_named']}"
     )
+
+
+_LINUX_ONLY = re.compile(r"(?:^|[;&|]\s*|\bsudo\s+)(?:apt-get|apt|dnf|yum|ldconfig|ldd)\b")
+
+
+def _commands() -> list[tuple[str, str, str | None]]:
+    return [(file, command, r["platform"]) for file, r in sorted(results().items())
+            for command in r["commands"]]
+
+
+def test_every_printed_command_can_be_pasted() -> None:
+    """Issue 38 part 6: each fix command parses as one shell line, has no control characters,
+    and fits the report's platform (no apt, dnf or ldd on Windows)."""
+    commands = _commands()
+    assert commands, "the corpus printed no fix command at all"
+    for file, command, platform in commands:
+        assert command == command.strip() and "\n" not in command, (file, command)
+        assert not re.search(r"[\x00-\x1f\x7f]", command), (file, command)
+        shlex.split(command)  # raises on an unbalanced quote
+        if platform == "windows":
+            assert not _LINUX_ONLY.search(command), (file, command)
+
+
+def test_every_envgen_make_the_doctor_prints_resolves() -> None:
+    """Where the fix is a new environment, the printed `envgen make …` is one the resolver
+    accepts: run as `envgen resolve` with the same options, it exits 0."""
+    makes = sorted({c for _, c, _ in _commands() if c.startswith("envgen make")})
+    for command in makes:
+        args = shlex.split(command)[2:]
+        proc = subprocess.run([sys.executable, "-m", "envgen", "resolve", *args, "--json"],
+                              capture_output=True, text=True, timeout=120, cwd=ROOT)
+        assert proc.returncode == 0, (command, proc.stderr[-400:])

@@ -192,3 +192,25 @@ def test_thc_named_with_torch_1_11_is_a_warning(diagnose) -> None:
     text = "change the include of THC/THCDeviceUtils.cuh to ATen/cuda/DeviceUtils.cuh\n"
     d = diagnose(text)
     assert not d.findings and any(n.fact == "torch" for n in d.needs)
+
+
+def test_windows_python_without_a_deepspeed_windows_wheel(facts) -> None:
+    # deepspeedai/DeepSpeed#7043: `python --version` → 3.13.2 at a C:\Windows prompt; deepspeed
+    # publishes win_amd64 wheels for some Pythons only (the shipped matrix's harvested files)
+    from envgen.facts.matrix import Matrix
+
+    shipped = Matrix.locate(ROOT / "matrix").facts
+    snapshot = parse_report(_report("DeepSpeed-7043.txt")).snapshot
+    assert snapshot.platform == "windows" and snapshot.python == "3.13.2"
+    d = judge(snapshot, shipped, load_catalog(ROOT / "matrix"), frameworks=("deepspeed",))
+    first = d.findings[0]
+    assert first.kind == "python_unsupported" and "no Windows wheel for Python 3.13" in first.summary
+    assert first.command.startswith("py -3.") and "deepspeed==" in first.command
+    # a Python one of its releases has a Windows wheel for: that release is the fix
+    text = _report("DeepSpeed-7043.txt").replace("3.13.2", "3.11.9")
+    d = judge(parse_report(text).snapshot, shipped, load_catalog(ROOT / "matrix"),
+              frameworks=("deepspeed",))
+    fix = next(f for f in d.findings if f.kind == "python_unsupported")
+    fitting = [v for v, pythons in fix.evidence["windows_wheels"].items() if "3.11" in pythons]
+    newest = max(fitting, key=lambda v: tuple(map(int, v.split("."))))
+    assert fix.command.endswith(f"install deepspeed=={newest}")

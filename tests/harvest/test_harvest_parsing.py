@@ -362,3 +362,18 @@ def test_ptxas_compute_entries_glued_to_the_previous_string():
     # ptxas 13.0.88's string table: "...neri_memcheck_malloccompute_75\0compute_80\0..."
     table = b"neri_memcheck_malloccompute_75\x00compute_80\x00compute_90a\x00xcompute_1000"
     assert archs(table) == ["sm_75", "sm_80", "sm_90a"]
+
+
+def test_windows_wheels_are_listed_apart_from_the_linux_ones():
+    # deepspeed 0.16.5's files on PyPI: an sdist and win_amd64 wheels for 3.10-3.12 only
+    from envgen.harvest.frameworks import _releases, release_files
+    from envgen.harvest.simple_index import FileLink
+
+    names = ["deepspeed-0.16.5.tar.gz", "deepspeed-0.16.5-cp310-cp310-win_amd64.whl",
+             "deepspeed-0.16.5-cp311-cp311-win_amd64.whl",
+             "deepspeed-0.16.5-cp312-cp312-win_amd64.whl",
+             "deepspeed-0.16.5-cp312-cp312-macosx_11_0_arm64.whl"]
+    links = [FileLink(n, f"https://files.invalid/{n}") for n in names]
+    releases = _releases(links, {"min_version": "0.10.0"}, ALIASES)
+    files = release_files(next(iter(releases.values())))
+    assert files == {"sdist": True, "wheels": [], "windows": ["3.10", "3.11", "3.12"]}

@@ -116,7 +116,7 @@ def test_update_keeps_previous_build_facts(mini_matrix, index_server, fast, tmp_
                                "verified": "sha256"}
     assert build["cuda_minor_mismatch_ok"]["12"] == ["12.0", "12.1"]
     assert set(build["default_archs"]) == {"12.1", "12.9", "13.0"}  # this run's toolkits
-    assert before["deepspeed 0.10.0"]["files"] == {"sdist": True, "wheels": []}
+    assert before["deepspeed 0.10.0"]["files"] == {"sdist": True, "wheels": [], "windows": []}
     # the mini index's other DeepSpeed sdists carry no op_builder: named, never fatal
     named = {u["release"] for u in first.unread_builds}
     assert {"deepspeed 0.8.0", "deepspeed 0.19.8"} <= named
