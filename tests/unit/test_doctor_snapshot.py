@@ -51,7 +51,8 @@ def test_absent_is_unknown_and_null_is_known_none():
 @pytest.mark.parametrize("doc, says", [
     ({"platform": "beos"}, "platform: 'beos' is not one of linux-x86_64"),
     ({"gpus": [{"compute_capability": "9.0"}]}, "gpus[0]: missing 'name'"),
-    ({"torch": "2.5.1 final"}, "torch: '2.5.1 final' is not a version without spaces"),
+    ({"torch": "2.5.1 final"}, "torch: '2.5.1 final' is not a version (a digit first, no spaces"),
+    ({"torch": ">2.0"}, "torch: '>2.0' is not a version (a digit first"),  # a specifier
     ({"env": {"CUDA_HOME": 12}}, "env.CUDA_HOME: 12 is not a string"),
     ({"wheels": []}, "unknown key(s) wheels"),
     ({"schema": 2}, "has snapshot schema 2; this envgen reads schema 1"),
