@@ -127,6 +127,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "gcc_old": ("host_compiler_too_old",),
     "std_flag": ("cxx_standard_mismatch",),
     "pip_no_match": ("python_unsupported",),
+    "std_function": ("host_compiler_too_new",),
 }
 # errors met when the program runs (import, launch), not when an op is compiled
 RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "driver_old", "cuda_unavailable",

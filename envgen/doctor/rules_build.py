@@ -126,6 +126,23 @@ def host_compiler_from_error(ctx: Context) -> None:
                               "nvcc": ctx.s.nvcc if known(ctx.s.nvcc) else None},
                     fix=fix + "; or use a newer CUDA toolkit, whose nvcc accepts this gcc",
                     command=command)
+    bug = next((b for b in ctx.catalog.raw.get("nvcc_bug", ())
+                if b.get("id") == "std-function-packs"), None)
+    if errors.get("std_function") and bug and "host_compiler_too_new" not in kinds:
+        nvcc = major_minor(ctx.s.nvcc) if known(ctx.s.nvcc) and ctx.s.nvcc else None
+        named = nvcc in bug["nvcc"] if nvcc else None
+        high = int(bug.get("max_gcc", 10))
+        fix, command = _gcc_fix(ctx, 0, high)
+        ctx.finding("host_compiler_too_new",
+                    f"nvcc {nvcc or ''} fails on gcc 11's std_function.h ('parameter packs not "
+                    f"expanded'), a known bug of nvcc {' and '.join(bug['nvcc'])} although their "
+                    "host-compiler check accepts gcc 11".replace("nvcc  ", "nvcc "),
+                    evidence={"nvcc": ctx.s.nvcc if known(ctx.s.nvcc) else None,
+                              "gcc": ctx.s.gcc if known(ctx.s.gcc) else None,
+                              "bug": bug["id"], "nvcc_named": list(bug["nvcc"])},
+                    fix=fix + " (the fix the cited reports used)", command=command,
+                    source=bug.get("source"),
+                    severity=None if named is not False else "warning")
     older = re.search(r"GCC (\d+) or later", errors.get("gcc_old", ""))
     if older and "host_compiler_too_old" not in kinds:
         low = int(older.group(1))

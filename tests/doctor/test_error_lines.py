@@ -204,7 +204,8 @@ def test_windows_python_without_a_deepspeed_windows_wheel(facts) -> None:
     assert snapshot.platform == "windows" and snapshot.python == "3.13.2"
     d = judge(snapshot, shipped, load_catalog(ROOT / "matrix"), frameworks=("deepspeed",))
     first = d.findings[0]
-    assert first.kind == "python_unsupported" and "no Windows wheel for Python 3.13" in first.summary
+    assert first.kind == "python_unsupported"
+    assert "no Windows wheel for Python 3.13" in first.summary
     assert first.command.startswith("py -3.") and "deepspeed==" in first.command
     # a Python one of its releases has a Windows wheel for: that release is the fix
     text = _report("DeepSpeed-7043.txt").replace("3.13.2", "3.11.9")
@@ -214,3 +215,16 @@ def test_windows_python_without_a_deepspeed_windows_wheel(facts) -> None:
     fitting = [v for v, pythons in fix.evidence["windows_wheels"].items() if "3.11" in pythons]
     newest = max(fitting, key=lambda v: tuple(map(int, v.split("."))))
     assert fix.command.endswith(f"install deepspeed=={newest}")
+
+
+def test_nvcc_that_fails_on_gcc11_std_function(diagnose) -> None:
+    # the error line of pytorch/pytorch#71518 (CUDA 11.6, gcc 11): curated/doctor.toml
+    # [[nvcc_bug]] names nvcc 11.5 and 11.6; the reports' fix is gcc 10
+    line = ("/usr/include/c++/11/bits/std_function.h:435:145: error: parameter packs not "
+            "expanded with ‘...’:")
+    first = diagnose(line + "\nCuda compilation tools, release 11.6, V11.6.55\n").findings[0]
+    assert first.kind == "host_compiler_too_new" and first.severity == "error"
+    assert "≤ 10" in first.fix and "pytorch/issues/71518" in first.source
+    # an nvcc the sources do not name: still the likely cause, but a warning
+    other = diagnose(line + "\nCuda compilation tools, release 12.1, V12.1.105\n").findings[0]
+    assert other.kind == "host_compiler_too_new" and other.severity == "warning"

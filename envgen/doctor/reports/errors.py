@@ -50,7 +50,9 @@ that state no other fact:
 - ``cuda_unavailable``: collect_env's "Is CUDA available: False", "torch.cuda.is_available()
   returns False";
 - ``pip_no_match``: pip's "No matching distribution found for torch==1.10.0+cu113" (no file for
-  this Python or platform).
+  this Python or platform);
+- ``std_function``: "std_function.h:435:145: error: parameter packs not expanded with '...'" (an
+  nvcc that fails on gcc 11's headers: curated/doctor.toml [[nvcc_bug]]).
 """
 
 from __future__ import annotations
@@ -111,13 +113,16 @@ _STD_FLAG = re.compile(r"(?:^|[\s/])(?:[\w.-]*-)?(?:gcc|g\+\+|c\+\+|nvcc|clang\+
                        r".*\s-std=(?:c|gnu)\+\+(11|14|0x|1y)\b")
 _UNAVAILABLE = re.compile(r"Is CUDA available:\s*False\b|cuda\.is_available\(\)\W{0,3}"
                           r"(?:\w+\s){0,2}\W{0,3}False\b", re.I)
+_STD_FUNCTION = re.compile(r"std_function\.h:\d+:\d+: error: parameter packs not expanded with",
+                           re.I)
 _PIP_NO_MATCH = re.compile(r"No matching distribution found for (torch|deepspeed|colossalai|"
                            r"megatron[-_]core)\b", re.I)
 # error id → the pattern of a line that states it and no snapshot fact besides
 _LINES = (("glibc", _GLIBC), ("glibcxx", _GLIBCXX), ("cxx_std", _CXX_STD), ("thc", _THC),
           ("aio_lib", _AIO_LIB), ("shm", _SHM), ("no_kernel", _NO_KERNEL),
           ("nvcc_arch", _NVCC_ARCH), ("std_flag", _STD_FLAG), ("cuda_unavailable", _UNAVAILABLE),
-          ("pip_no_match", _PIP_NO_MATCH), ("shm", _SHM_PROSE), ("thc_named", _THC_NAMED))
+          ("pip_no_match", _PIP_NO_MATCH), ("std_function", _STD_FUNCTION), ("shm", _SHM_PROSE),
+          ("thc_named", _THC_NAMED))
 _LONGEST = 300
 
 
