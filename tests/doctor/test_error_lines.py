@@ -18,16 +18,6 @@ ROOT = Path(__file__).parents[2]
 CORPUS = ROOT / "tests" / "doctor" / "corpus" / "reports"
 
 
-@pytest.fixture
-def diagnose(facts):
-    catalog = load_catalog(ROOT / "matrix")
-
-    def run(text: str):
-        return judge(parse_report(text).snapshot, facts, catalog, origin="report")
-
-    return run
-
-
 def _report(name: str) -> str:
     return (CORPUS / name).read_text()
 

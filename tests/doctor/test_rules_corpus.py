@@ -18,16 +18,6 @@ CORPUS = ROOT / "tests" / "doctor" / "corpus" / "reports"
 FIXTURES = ROOT / "tests" / "fixtures" / "reports"
 
 
-@pytest.fixture
-def diagnose(facts):
-    catalog = load_catalog(ROOT / "matrix")
-
-    def run(text: str):
-        return judge(parse_report(text).snapshot, facts, catalog, origin="report")
-
-    return run
-
-
 def test_glibc_line_names_glibc_too_old_first(diagnose) -> None:
     # pytorch/pytorch#14274: torch 1.0 on CentOS 6.8 (glibc 2.12)
     d = diagnose((CORPUS / "pytorch-14274.txt").read_text())
