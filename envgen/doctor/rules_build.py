@@ -157,7 +157,7 @@ def host_compiler_from_error(ctx: Context) -> None:
 
 def cxx_standard_from_flag(ctx: Context) -> None:
     """A pasted compiler command with -std=c++14 (or 11) against a torch whose headers require
-    a newer standard: that op cannot compile (DeepSpeed's async_io before 0.11.0, for one)."""
+    a newer standard: that op cannot compile (DeepSpeed's async_io passed -std=c++14, for one)."""
     line = (ctx.s.errors if known(ctx.s.errors) else {}).get("std_flag")
     std = std_of(line) if line else None
     if std is None or any(f.kind == "cxx_standard_mismatch" for f in ctx.findings):

@@ -367,8 +367,8 @@ def gpu_arch_from_error(ctx: Context) -> None:
 
 
 def _nvcc_arch(ctx: Context, arch: str) -> None:
-    """nvcc refused ``arch``: too new for this toolkit, or dropped by it (CUDA 12 dropped
-    sm_35, for one); which toolkits of the matrix target it says which."""
+    """nvcc refused ``arch``: too new for this toolkit, or dropped by it; which toolkits of the
+    matrix target it (harvested cuda.json archs) says which."""
     nvcc = _mm(ctx.s.nvcc) if known(ctx.s.nvcc) and ctx.s.nvcc else None
     toolkits = ctx.facts.toolkits
     having = sorted((c for c, t in toolkits.items() if arch in t.archs), key=dotted_key)
