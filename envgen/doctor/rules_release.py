@@ -8,7 +8,7 @@ import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
 from envgen.doctor.suggest import make_command
-from envgen.versions import dotted_key
+from envgen.versions import dotted_key, python_key
 
 # the distributions whose failure breaks training (a conflict elsewhere is a warning)
 _CORE = ("torch", "deepspeed", "megatron-core", "colossalai", "triton")
@@ -56,7 +56,7 @@ def python_unsupported(ctx: Context) -> None:
             ctx.need("python", "pip found no file of that release for this Python and "
                      "platform: releases publish wheels for some Pythons only"
                      + (f" (torch {build.version}: Python "
-                        f"{', '.join(sorted(build.python, key=dotted_key))})"
+                        f"{', '.join(sorted(build.python, key=python_key))})"
                         if build is not None and build.python else ""),
                      f"`{ctx.python} --version`")
         return
@@ -75,7 +75,7 @@ def python_unsupported(ctx: Context) -> None:
     # one release's wheels can sit in several builds (the cp312 file of torch 2.2.2 apart
     # from the others): the Pythons are those of every build of it for this platform
     pythons = sorted({p for b in ctx.torch_builds if b.platform == build.platform
-                      for p in b.python or ()}, key=dotted_key) if build is not None else []
+                      for p in b.python or ()}, key=python_key) if build is not None else []
     if build is not None and pythons and tag not in pythons:
         ctx.finding("python_unsupported",
                     f"torch {build.version} publishes wheels for Python "
@@ -121,7 +121,7 @@ def windows_wheel(ctx: Context) -> None:
                    f"wheel for Python {tag}")
             command = ctx.pip("install", f"{framework}=={fits[-1].version}")
         else:
-            best = max((p for r in wheels for p in r.files.windows), key=dotted_key)
+            best = max((p for r in wheels for p in r.files.windows), key=python_key)
             newest = [r for r in wheels if best in r.files.windows][-1]
             fix = (f"use Python {best} (no {framework} release has a Windows wheel for "
                    f"{tag}) with {framework} {newest.version}, or run under WSL2")
