@@ -116,7 +116,10 @@ def _env_paths(catalog, environ: Mapping[str, str], cwd: Path, home: Path) -> li
     paths: list[Path] = []
     for d in catalog.deepspeed_env_file_dirs:
         path = dirs.get(d, Path(os.path.expanduser(d))) / name
-        paths.append(path)  # the same file twice (DS_ENV_FILE absolute) is read twice, too
+        # the same file twice (launched from ~, or DS_ENV_FILE absolute): DeepSpeed reads it
+        # twice to the same effect; it is read and reported once here
+        if not any(os.path.abspath(path) == os.path.abspath(p) for p in paths):
+            paths.append(path)
     return paths
 
 

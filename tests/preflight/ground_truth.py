@@ -81,7 +81,8 @@ def two_networks(c: Cluster) -> Callable[[], None]:
 
 
 def main() -> int:
-    images = harness.images(Path(tempfile.mkdtemp(prefix="envgen-ground-truth-")))
+    with tempfile.TemporaryDirectory(prefix="envgen-ground-truth-") as tmp:
+        images = harness.images(Path(tmp))
     rows = []
     failed = False
     with Cluster(3, images["node"], cap_net_admin=True) as c:

@@ -81,12 +81,19 @@ def test_names_and_values_with_their_origins(catalog, tmp_path):
     assert env_file_findings(catalog, v) == []
 
 
+def test_launched_from_home_the_file_is_read_once(catalog, tmp_path):
+    (tmp_path / ".deepspeed_env").write_text("\n")
+    v = deepspeed_view(catalog, {}, cwd=tmp_path, home=tmp_path)
+    assert v.files == (str(tmp_path / ".deepspeed_env"),)
+    assert len(env_file_findings(catalog, v)) == 1
+
+
 def test_ds_env_file_names_another_file(catalog, tmp_path):
     other = tmp_path / "my.env"
     other.write_text("NCCL_SOCKET_IFNAME=ib0\n")
     v = deepspeed_view(catalog, {"DS_ENV_FILE": str(other)}, cwd=tmp_path, home=tmp_path)
     assert v.exports["NCCL_SOCKET_IFNAME"] == "ib0"
-    assert v.files[0] == str(other)
+    assert v.files == (str(other),)
 
 
 @pytest.mark.parametrize(("text", "words"), [
