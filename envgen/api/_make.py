@@ -20,6 +20,7 @@ from envgen.ids import parse_combination_id
 from envgen.image.render import ImageOptions
 from envgen.lock import LockOptions, LockResult, write_lock
 from envgen.resolve import Combination, Request, resolve
+from envgen.results.ranking import Evidence, Standing, ranked
 
 AXES = ("framework", "framework_version", "torch", "cuda", "python", "os", "nccl", "gpu_arch",
         "gpu", "driver", "nvcc", "flavor", "platform")
@@ -34,6 +35,8 @@ class MakeRequest:
     out_source: str = "--out"
     lock: LockOptions = field(default_factory=LockOptions)
     image: ImageOptions | None = None  # also the Dockerfile and image/ (then: build())
+    prefer: str = "verified"  # the ranking policy (envgen.results.ranking): verified | newest
+    min_tier: str | None = None  # T2 | T3 | T4: only combinations proven at that tier
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class MakeResult:
     directory: Path
     seconds: float
     max_gcc: int | None  # the newest gcc the combination's nvcc accepts (None: unknown)
+    standing: Standing | None = None  # its evidence: tier, status, records, upstream
 
     def to_dict(self) -> dict:
         r, c = self.lock, self.combination
@@ -57,6 +61,7 @@ class MakeResult:
             "build_packages": len(r.build.packages) if r.build else 0,
             "combination": c.to_dict(), "seconds": round(self.seconds, 3),
             "image": image.to_dict() if image else None,
+            "tier": self.standing.to_dict() if self.standing else None,
         }
 
 
@@ -82,8 +87,9 @@ def _conflicts(request: Request, fields: dict[str, str]) -> list[str]:
     return out
 
 
-def choose(req: MakeRequest, facts) -> Combination:
-    """The combination to lock: the best for the request, or exactly ``req.combination``."""
+def choose(req: MakeRequest, facts, known: Evidence | None = None) -> Combination:
+    """The combination to lock: the best for the request under the ranking policy (the
+    records and citations in ``known``), or exactly ``req.combination``."""
     request = req.request
     if req.combination:
         fields = parse_combination_id(req.combination)
@@ -104,7 +110,11 @@ def choose(req: MakeRequest, facts) -> Combination:
         request = replace(request, **fields)
     if request.flavor is None:
         request = replace(request, flavor=req.lock.flavor)
-    combo = resolve(request, facts, limit=1)[0]
+    if req.combination:
+        combo = resolve(request, facts, limit=1)[0]
+    else:
+        combo = next(ranked(request, facts, known or Evidence(), prefer=req.prefer,
+                            min_tier=req.min_tier, limit=1))[0]
     if req.combination and combo.id != req.combination:
         raise UsageError(f"the matrix has no combination {req.combination}",
                          hint=f"the closest is {combo.id}; list them with `envgen resolve`",
@@ -181,8 +191,13 @@ def make(req: MakeRequest, *, matrix: Matrix | None = None, progress: Progress =
     matrix = matrix or Matrix.locate()
     facts = matrix.facts
     req = _with_target_pythons(req, matrix, progress)
-    combo = choose(req, facts)
+    from envgen.api._resolve import known_evidence
+
+    known = known_evidence(matrix)
+    combo = choose(req, facts, known)
+    standing = known.of(combo)
     progress(f"resolved {combo.id}")
+    progress(f"  evidence: {standing.line()}")
     options, recipes = req.lock, None
     if req.image is None and (req.request.gpu_arch or req.request.gpu):
         arch = check_request(Request(gpu_arch=req.request.gpu_arch, gpu=req.request.gpu),
@@ -208,4 +223,4 @@ def make(req: MakeRequest, *, matrix: Matrix | None = None, progress: Progress =
     toolkit = facts.toolkits.get(combo.nvcc)
     return MakeResult(combination=combo, lock=result, directory=target,
                       seconds=time.monotonic() - started,
-                      max_gcc=toolkit.max_gcc if toolkit else None)
+                      max_gcc=toolkit.max_gcc if toolkit else None, standing=standing)

@@ -15,7 +15,14 @@ from envgen.cli.options import (
     shown,
 )
 from envgen.cli.render import dump_json
-from envgen.cli.resolve_cmd import AXES, add_request_options, explained, request_from_args
+from envgen.cli.resolve_cmd import (
+    AXES,
+    add_policy_options,
+    add_request_options,
+    explained,
+    policy_from_args,
+    request_from_args,
+)
 from envgen.errors import UsageError
 from envgen.shellcmd import command
 
@@ -28,6 +35,9 @@ examples:
   envgen make --framework megatron-core --index-url https://pypi.mirror.example/simple \\
       --torch-index-url https://torch.mirror.example/whl/cu124 --ca-cert /etc/ssl/corp.pem
 
+The combination is the best for the request under the ranking policy (`envgen resolve
+--help`: --prefer verified, the default, takes one proven on GPUs over a newer untested
+one; --prefer newest; --min-tier T3). The summary names its tier and the record behind it.
 Writes OUT/<combination id>/: environment.yml, conda-lock.yml (conda flavor),
 requirements.lock.txt (pip-tools format, --hash for every file) and envgen.lock.json.
 The conda part is solved with py-rattler for the target's platform and virtual packages
@@ -56,6 +66,7 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                        "conda and pip locks.", epilog=EPILOG,
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     add_request_options(p)
+    add_policy_options(p)
     p.add_argument("--combination", metavar="ID",
                    help="lock exactly this combination id (as `envgen resolve` prints it, e.g. "
                    "deepspeed-0.19.8-torch2.15.0-cu132-py3.11-debian12-x86_64); replaces the "
@@ -123,8 +134,10 @@ def make_request(args: argparse.Namespace, ctx: Context):
     if combination:
         combination = validate.text(combination, "--combination", "--combination").strip()
     explicit = frozenset(a for a in AXES if ctx.sources.get(a, "").startswith("--"))
+    prefer, min_tier = policy_from_args(args, ctx)
     return MakeRequest(request=request, combination=combination, explicit=explicit, out=out,
-                       out_source=ctx.source("out", "--out"), lock=options, image=image)
+                       out_source=ctx.source("out", "--out"), lock=options, image=image,
+                       prefer=prefer, min_tier=min_tier)
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -163,6 +176,7 @@ def summary(made, target: Path) -> str:
         f"  {c.framework} {c.framework_version} + {c.torch_pin} ({src}), Python {c.python}, "
         f"{c.os}, {c.platform}",
         f"  toolchain ({tool})",
+        f"  evidence: {made.standing.line() if made.standing else 'no evidence yet'}",
         f"  {len(result.conda)} conda + {len(result.pip)} pip packages"
         + (f" + {len(result.build.packages)} build dependencies of the sdists "
            f"({', '.join(b.name for b in result.build.sdists)})" if result.build else "")

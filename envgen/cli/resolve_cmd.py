@@ -28,14 +28,26 @@ examples:
   envgen resolve --framework deepspeed --torch '>=2.4,<2.6' --json | jq '.combinations[0].id'
 
 Versions accept an exact version (2.5.1), a prefix (2.5 = 2.5.*) or a PEP 440 specifier.
-Ranking: newest framework release, then newest torch, then the requested or newest CUDA,
-then a mainstream Python (policy.toml), then the preferred OS. Every rule's facts are read
-from the releases' own files or curated with a citation (`envgen matrix show`).
+Ranking: with --prefer verified (the default), among the combinations that fit,
+  1. known-good first: T4 multi-GPU, then T3 GPU (envgen's own record, the newest passing);
+  2. then those upstream cites (the framework's CI or containers, NVIDIA's release notes:
+     matrix/curated/upstream.toml), the ones envgen also built or locked first;
+  3. then T2 built, then T1 locked (envgen built or locked exactly it; no GPU);
+  4. then the rest (T0: nothing run yet);
+  5. known-bad last (its newest record failed): never first while anything else fits.
+Within each step: newest framework release, then newest torch, then the requested or
+newest CUDA, then a mainstream Python (policy.toml), then the preferred OS.
+--prefer newest: that newest-first order alone (known-bad still last). --min-tier T3:
+only combinations proven at T3 or above; none → exit 3 listing the nearest to verified.
+Records: the shipped matrix/results/ and your data dir (`envgen results add`). Every rule's
+facts are read from the releases' own files or curated with a citation (`envgen matrix show`).
 --nvcc uses a CUDA toolkit already on the machine (a cluster's `module load cuda/12.4`, an
 OS package, a base image): only torch builds whose CUDA the framework release's own nvcc
 check accepts with it are offered, and `make` installs no compiler.
---json prints {"request", "combinations", "torch_builds"}: every torch build the request
-admits, accepted or excluded with the reason per rule. When nothing fits: exit code 3 and
+--json prints {"request", "policy", "combinations", "torch_builds"}: each combination has
+"tier" (its evidence: tier, status, the records with date and machine, upstream citations;
+apart from "facts", where the facts came from); torch_builds: every torch build the
+request admits, accepted or excluded with the reason per rule. When nothing fits: exit code 3 and
 an explanation (with --json: {"error": {..., "explanation": {...}}}).
 Exit codes: 0 ok, 1 bad matrix data, 2 usage error, 3 no feasible combination.
 """
@@ -91,7 +103,31 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     add_request_options(p)
     p.add_argument("--limit", type=int, default=10, metavar="N",
                    help="how many combinations to list (default 10; 0 = all)")
+    add_policy_options(p)
     p.set_defaults(func=run)
+
+
+def add_policy_options(parser: argparse.ArgumentParser) -> None:
+    """--prefer and --min-tier: the ranking policy (envgen.results.ranking)."""
+    g = parser.add_argument_group("ranking")
+    g.add_argument("--prefer", choices=("verified", "newest"), default=None,
+                   help="verified (default): combinations proven on GPUs first, then upstream's "
+                   "evidence, then built/locked, then untested; newest: the newest release "
+                   "first whatever its evidence (a known-bad one is last either way)")
+    g.add_argument("--min-tier", choices=("T2", "T3", "T4"), default=None, metavar="TIER",
+                   help="only combinations proven at this tier or above (T2 built, T3 GPU, "
+                   "T4 multi-GPU), their newest record passing; none: exit 3")
+
+
+def policy_from_args(args: argparse.Namespace, ctx: Context) -> tuple[str, str | None]:
+    """(prefer, min_tier): each from its flag, else [defaults] prefer / min-tier."""
+    defaults = ctx.config.get("defaults", {})
+    prefer = getattr(args, "prefer", None) or defaults.get("prefer") or "verified"
+    min_tier = getattr(args, "min_tier", None) or defaults.get("min-tier")
+    from envgen.results.ranking import check_options
+
+    check_options(str(prefer), None if min_tier is None else str(min_tier))
+    return str(prefer), None if min_tier is None else str(min_tier)
 
 
 def request_from_args(args: argparse.Namespace, ctx: Context) -> Request:
@@ -118,18 +154,39 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         raise UsageError(f"--limit {args.limit} is negative", hint="use --limit N (0 = all)",
                          source="--limit")
     limit = None if args.limit == 0 else args.limit
+    prefer, min_tier = policy_from_args(args, ctx)
     with explained(ctx):
-        found = resolve(request, limit=limit, matrix=ctx.matrix)
+        found = resolve(request, limit=limit, matrix=ctx.matrix, prefer=prefer,
+                        min_tier=min_tier)
     if ctx.json:
-        stream_json({"request": found.request.given(), "why": [d.to_dict() for d in found.why]},
-                    "combinations", (c.to_json((",", ":")) for c in found.combinations),
+        stream_json({"request": found.request.given(),
+                     "policy": {"prefer": prefer, "min_tier": min_tier},
+                     "why": [d.to_dict() for d in found.why]},
+                    "combinations", (with_tier(c, found.standing(c)) for c in found.combinations),
                     {"torch_builds": found.torch_builds}, ctx.out, encoded=True)
         return 0
-    combos = list(found.combinations)
+    combos = [(c, found.standing(c)) for c in found.combinations]
     print(format_choice(found.best, request, found.why), file=ctx.out)
+    print(validate.shown_lines(format_evidence(found.standing(found.best), prefer)),
+          file=ctx.out)
     print(file=ctx.out)
-    print(format_table(combos), file=ctx.out)
+    print(validate.shown_lines(format_table(combos)), file=ctx.out)
     return 0
+
+
+def with_tier(c: Combination, standing) -> str:
+    """The combination's JSON with its ``tier`` (evidence) added (ASCII: safe on a tty)."""
+    import json
+
+    return c.to_json((",", ":"))[:-1] + ',"tier":' + json.dumps(
+        standing.to_dict(), separators=(",", ":")) + "}"
+
+
+def format_evidence(standing, prefer: str) -> str:
+    """The evidence lines under the best match: its tier and the record proving it."""
+    why = {"verified": "--prefer verified: proven combinations before newer untested ones",
+           "newest": "--prefer newest: the newest release whatever its evidence"}[prefer]
+    return f"  evidence   {standing.line()}\n  ranked by  {why}"
 
 
 @contextlib.contextmanager
@@ -139,7 +196,8 @@ def explained(ctx: Context) -> Iterator[None]:
     try:
         yield
     except InfeasibleError as exc:
-        exc.report = format_explanation(exc.explanation)
+        text = getattr(exc.explanation, "text", None)
+        exc.report = text() if callable(text) else format_explanation(exc.explanation)
         raise
     except UsageError as exc:
         if exc.source and exc.source.startswith("--"):
@@ -147,13 +205,21 @@ def explained(ctx: Context) -> Iterator[None]:
         raise
 
 
-def format_table(found: list[Combination]) -> str:
+def format_table(found: list) -> str:
+    """(combination, standing) pairs as rows, the evidence tier first."""
     return table(
-        ("#", "framework", "torch", "cuda", "python", "os", "nccl", "gcc", "id"),
-        ((i, f"{c.framework} {c.framework_version}", c.torch_pin.split("==")[1], c.cuda,
-          c.python, c.os, c.nccl, f"{c.gcc} ({c.gcc_source})", c.id)
-         for i, c in enumerate(found, 1)),
+        ("#", "tier", "framework", "torch", "cuda", "python", "os", "nccl", "gcc", "id"),
+        ((i, _tier_cell(s), f"{c.framework} {c.framework_version}",
+          c.torch_pin.split("==")[1], c.cuda, c.python, c.os, c.nccl,
+          f"{c.gcc} ({c.gcc_source})", c.id)
+         for i, (c, s) in enumerate(found, 1)),
     )
+
+
+def _tier_cell(s) -> str:
+    """``T3 good``, ``T1``, ``T0 upstream``, ``T2 bad``."""
+    extra = {"known-good": " good", "known-bad": " bad"}.get(s.status, "")
+    return s.tier + (extra or (" upstream" if s.upstream else ""))
 
 
 def format_choice(c: Combination, request: Request, why) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter, namedtuple
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from envgen.facts.model import CudaToolkit, Facts, FrameworkRelease, TorchBuild
 from envgen.resolve.checks import Checks
@@ -265,3 +265,84 @@ def torch_verdicts(request: Request, facts: Facts) -> list[dict]:
                                   for name in CONSTRAINTS if name in reasons]
         out.append(row)
     return out
+
+
+# --- finding given combinations in the resolver's order (the ranking policy's input) -------
+
+class Located(namedtuple("Located", "rank feasible")):
+    """A feasible candidate and its place in the resolver's order: rank is (framework,
+    torch build group, Python, OS) indexes into the domains, compared as a tuple — smaller is
+    better, exactly the order iter_feasible yields in."""
+
+    __slots__ = ()
+
+
+def feasible_id(f: Feasible) -> str:
+    """The combination id of ``f`` (= make_combination(f, ...).id, without building it)."""
+    from envgen.resolve.combination import id_part, id_prefix
+
+    arch = re.sub(r"[^A-Za-z0-9_.-]", "_", "-" + f.build.platform.split("-", 1)[-1])
+    return (id_prefix(f.framework.framework, f.framework.version, f.build.version,
+                      f.build.cuda, f.python) + id_part(f.os.id) + arch)[:128]
+
+
+def rank_of(f: Feasible, d: Domains) -> tuple:
+    """Where ``f`` stands in the resolver's order over domains ``d``."""
+    g = next(i for i, g in enumerate(d.groups)
+             if g.version == f.build.version and g.cuda == f.build.cuda)
+    entry = next(i for i, (py, _) in enumerate(d.groups[g].entries) if py == f.python)
+    return (d.frameworks.index(f.framework), g, entry, d.oses.index(f.os))
+
+
+def _first(request: Request, facts: Facts, checks: Checks, d: Domains, fi: int, gi: int,
+           entries: tuple | None = None, oses: tuple | None = None) -> Located | None:
+    g = d.groups[gi]
+    narrow = Domains((d.frameworks[fi],), (BuildGroup(g.version, g.cuda, entries or g.entries),),
+                     oses or d.oses)
+    f = next(iter_feasible(request, facts, domains=narrow, checks=checks), None)
+    return None if f is None else Located(rank_of(f, d), f)
+
+
+def locate(request: Request, facts: Facts, ids: Iterable[str],
+           cited: Iterable[tuple[Callable, Callable, Callable]] = ()
+           ) -> tuple[dict[str, Located], list[Located]]:
+    """For a validated request: which of ``ids`` satisfy it, each with its rank; and for each
+    (framework predicate, torch-group predicate, Python predicate) of ``cited``, the best
+    feasible candidate of every framework release × torch build it covers. Walks only
+    those candidates (a handful), not the whole feasible set."""
+    from envgen.ids import parse_combination_id
+
+    d = prepare(request, facts)
+    checks = Checks(request, facts)
+    fw_at = {(fw.framework, fw.version): i for i, fw in enumerate(d.frameworks)}
+    group_at = {(g.version, g.cuda): i for i, g in enumerate(d.groups)}
+    os_at = {o.id: i for i, o in enumerate(d.oses)}
+    found: dict[str, Located] = {}
+    for cid in ids:
+        p = parse_combination_id(cid)
+        if p is None or p["platform"] != request.platform:
+            continue
+        fi, gi = fw_at.get((p["framework"], p["framework_version"])), \
+            group_at.get((p["torch"], p["cuda"]))
+        oi = os_at.get(p["os"])
+        if fi is None or gi is None or oi is None:
+            continue
+        entries = tuple(e for e in d.groups[gi].entries if e[0] == p["python"])
+        if not entries:
+            continue
+        hit = _first(request, facts, checks, d, fi, gi, entries, (d.oses[oi],))
+        if hit is not None and feasible_id(hit.feasible) == cid:
+            found[cid] = hit
+    best: dict[tuple, Located] = {}
+    for fw_ok, group_ok, python_ok in cited:
+        fws = [i for i, fw in enumerate(d.frameworks) if fw_ok(fw)]
+        if not fws:
+            continue
+        groups = [i for i, g in enumerate(d.groups) if group_ok(g)]
+        for fi in fws:
+            for gi in groups:
+                entries = tuple(e for e in d.groups[gi].entries if python_ok(e[0]))
+                hit = entries and _first(request, facts, checks, d, fi, gi, entries)
+                if hit and ((fi, gi) not in best or hit.rank < best[(fi, gi)].rank):
+                    best[(fi, gi)] = hit
+    return found, sorted(best.values(), key=lambda h: h.rank)

@@ -33,7 +33,7 @@ def test_resolve_json_has_contract_keys(run):
     code, out, _ = run("resolve", "--framework", "megatron-core", "--json")
     assert code == 0
     doc = json.loads(out)
-    assert set(doc) == {"request", "why", "combinations", "torch_builds"}
+    assert set(doc) == {"request", "policy", "why", "combinations", "torch_builds"}
     assert [d["axis"] for d in doc["why"]][:3] == ["framework", "torch", "cuda"]
     data = doc["combinations"]
     assert isinstance(data, list) and len(data) == 10
