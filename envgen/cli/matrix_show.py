@@ -108,6 +108,17 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def _unknown_archs(builds) -> str:
+    """The CUDA builds shown whose GPU arch list is unknown, each with why (a GPU request
+    against one is answered "unknown", never "fits")."""
+    unknown = [b for b in builds if b.cuda and b.archs is None]
+    lines = [f"\n\n{len(unknown)} CUDA build(s) with an unknown GPU arch list"
+             + (":" if unknown else "")]
+    lines += [f"  {b.pin.split('==')[1]} {b.platform}: "
+              f"{b.archs_unknown or 'no source in the matrix states it'}" for b in unknown]
+    return "\n".join(lines)
+
+
 def _render(kind: str, data: dict[str, list], facts: Facts) -> str:
     if kind == "torch":
         return table(("torch", "cuda", "platform", "python", "glibc", "nccl", "cudnn", "triton",
@@ -118,7 +129,7 @@ def _render(kind: str, data: dict[str, list], facts: Facts) -> str:
                        f"{b.archs[0]}…{b.archs[-1]}" if b.archs else "?",
                        b.index + (" (curated)" if b.curated else ""),
                        b.pins_from if b.cuda else "-")
-                      for b in data["torch_builds"]))
+                      for b in data["torch_builds"])) + _unknown_archs(data["torch_builds"])
     if kind == "frameworks":
         return table(("framework", "version", "requires torch", "requires python", "from"),
                      ((r.framework, r.version, r.requires_torch if r.requires_torch else

@@ -9,7 +9,8 @@
   ``[[bundled_nccl]]`` row states them.
 - Pins of builds on PyTorch's own indexes that were not harvested come from curated
   ``[[index_builds]]`` rows (``pins_from = "curated"``; ``"unknown"`` when no row states them).
-- The GPU archs each build was compiled for come from curated ``[[archs]]`` rows; the glibc a
+- The GPU archs each build was compiled for come from curated ``[[archs]]`` rows (or, where a
+  row says the list could not be read, why it is unknown); the glibc a
   wheel really needs, where it is newer than its tag claims, from ``[[real_glibc]]``.
 - The C++ standard torch's headers enforce is read from one wheel per release; builds of the
   same release that were not harvested (curated variants) share it.
@@ -41,19 +42,27 @@ def _bundled_nccl(doc: dict[str, Any], version: str) -> str | None:
     return None
 
 
-def _index_build(doc: dict[str, Any], version: str, cuda: str | None) -> dict[str, Any] | None:
+def _index_build(doc: dict[str, Any], b: TorchBuild) -> dict[str, Any] | None:
+    """The ``[[index_builds]]`` row of ``b``: those rows were read from x86_64 wheels."""
+    if b.platform != "linux-x86_64":
+        return None
     for row in doc.get("index_builds", []):
-        if row["torch"] == version and row["cuda"] == cuda:
+        if row["torch"] == b.version and row["cuda"] == b.cuda:
             return row
     return None
 
 
-def _archs(doc: dict[str, Any], b: TorchBuild) -> tuple[tuple[str, ...] | None, str | None]:
+def _archs(doc: dict[str, Any], b: TorchBuild) -> dict[str, Any]:
+    """The first ``[[archs]]`` row for ``b`` as TorchBuild changes: the list it read, or why
+    the list is unknown; nothing when no row covers the build."""
     for row in doc.get("archs", []):
         if (row["cuda"] == b.cuda and spec_contains(row["torch"], b.version)
                 and b.platform in row.get("platforms", [b.platform])):
-            return tuple(row["archs"]), row["source"]
-    return None, None
+            if "archs" not in row:
+                return {"archs_unknown": f"{row['unknown']} ({row['source']})"}
+            return {"archs": tuple(row["archs"]), "archs_ptx": tuple(row.get("ptx", ())),
+                    "archs_source": row["source"], "archs_from": "curated"}
+    return {}
 
 
 def _real_glibc(doc: dict[str, Any], b: TorchBuild) -> str | None:
@@ -68,7 +77,7 @@ def _finish_build(doc: dict[str, Any], b: TorchBuild, headers) -> TorchBuild:
     """Curated pins (for index builds not harvested), archs, real glibc, shared headers."""
     changes: dict[str, Any] = {}
     if b.cuda and (b.curated or b.nccl is None):
-        row = _index_build(doc, b.version, b.cuda)
+        row = _index_build(doc, b)
         if row is not None:
             for key in ("nccl", "cudnn", "triton", "cuda_runtime"):
                 if getattr(b, key) is None and row.get(key):
@@ -76,10 +85,8 @@ def _finish_build(doc: dict[str, Any], b: TorchBuild, headers) -> TorchBuild:
             changes["pins_from"], changes["pins_source"] = "curated", row["source"]
         elif b.curated:
             changes["pins_from"] = "unknown"
-    archs, source = _archs(doc, b) if b.archs is None else (None, None)
-    if archs is not None:
-        changes["archs"], changes["archs_source"] = archs, source
-        changes["archs_from"] = "curated"
+    if b.archs is None and b.cuda:
+        changes.update(_archs(doc, b))
     glibc = _real_glibc(doc, b)
     if glibc is not None:
         changes["glibc"] = glibc

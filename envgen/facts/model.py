@@ -58,6 +58,7 @@ class TorchBuild:
     archs_ptx: tuple[str, ...] = ()  # PTX targets it embeds (a newer GPU can JIT them)
     archs_source: str | None = None  # the wheel's CUDAConfig.h, or a curated row's citation
     archs_from: str = "unknown"  # "harvested" / "curated" / "unknown"
+    archs_unknown: str | None = None  # why the arch list is unknown (a curated row's reason)
     pins_from: str = "harvested"  # "harvested" (wheel metadata), "curated" or "unknown"
     pins_source: str | None = None
 

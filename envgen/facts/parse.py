@@ -276,6 +276,9 @@ def _semantics(file: str, doc: dict, errors: list[SchemaError], problems: _Probl
         s.unique(("index_builds",), ("torch", "cuda"))
         for path, r in s.rows("archs"):
             s.spec(r, path, "torch")
+            if ("archs" in r) == ("unknown" in r):
+                s.problems.at(s.file, path, "needs either 'archs' (the list read) or 'unknown' "
+                              "(why it could not be read), not both", s.doc)
         for path, r in s.rows("real_glibc"):
             s.spec(r, path, "torch")
     elif name == "cuda.toml":

@@ -293,12 +293,17 @@ class Checks:
         if toolkit.archs and arch not in toolkit.archs:
             return (f"nvcc {toolkit.cuda} cannot target {name}: its ptxas knows "
                     f"{toolkit.archs[0]} … {toolkit.archs[-1]}")
-        if build.archs is not None:
-            sass, ptx = runs_on(build, arch)
-            if not sass and not ptx:
-                targets = ", ".join((*build.archs, *build.archs_ptx))
-                return (f"torch {build.pin.split('==')[1]} was compiled for {targets}: no "
-                        f"kernel runs on {name} ({build.archs_from}: {build.archs_source})")
+        if build.archs is None:
+            if not build.cuda:
+                return None
+            why = build.archs_unknown or "no source in the matrix states it"
+            return (f"unknown: the GPU archs torch {build.pin.split('==')[1]} was compiled for "
+                    f"are not known ({why}), so whether it runs on {name} cannot be told")
+        sass, ptx = runs_on(build, arch)
+        if not sass and not ptx:
+            targets = ", ".join((*build.archs, *build.archs_ptx))
+            return (f"torch {build.pin.split('==')[1]} was compiled for {targets}: no "
+                    f"kernel runs on {name} ({build.archs_from}: {build.archs_source})")
         return None
 
     def driver(self, build: TorchBuild, toolkit: CudaToolkit) -> str | None:
