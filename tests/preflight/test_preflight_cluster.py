@@ -35,7 +35,9 @@ were still checked; ranks the preflight gave up on must end with it (MASTER_PORT
 Needs root and dockerd (tests/support/docker-up.sh); skipped without them unless
 ENVGEN_REQUIRE_DOCKER=1. Costs on a 2-core machine: images ~30 s warm over the
 broken-environment tests' layers, each preflight 9-15 s (20-37 s when the machine is loaded),
-the module about 4-6 minutes; the issue-43 tests add about 80 s (quiet) to 110 s (loaded).
+the module about 5-10 minutes; the six issue-43 tests add about 90 s (load ~2: 10.6 + 10.2 +
+19.2 + 11.5 s, high ports 37 s) to 150 s (load ~5), plus the pairwise trace in the blocked-port
+test.
 """
 
 from __future__ import annotations
