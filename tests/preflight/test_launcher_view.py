@@ -287,3 +287,20 @@ def test_pairs_no_single_node_explains_are_listed(catalog):
     found = analyse(catalog, m, what="x")
     assert [(f.kind, f.evidence.get("node")) for f in found] == [("port-dropped", None)]
     assert "node0 → node1 (timeout)" in found[0].summary
+
+
+def test_an_interrupted_preflight_shows_the_findings_so_far(catalog):
+    from envgen.cli.preflight_cmd import render
+    from envgen.preflight.nodes import job_from
+    from envgen.preflight.run import Options, _State
+
+    job = job_from(hosts="node0,node1", environ={})
+    st = _State(job, Options(python="/opt/env/bin/python"))
+    st.findings.append(catalog.finding("shm-small", "node1: /dev/shm is 64.0 MiB", {}, None))
+    result = st.result(interrupted="the collective")
+    doc = result.to_dict()
+    assert doc["interrupted"] == "the collective"
+    assert [f["kind"] for f in doc["findings"]] == ["shm-small", "check-skipped"]
+    text = render(result)
+    assert "interrupted during the collective: the findings so far" in text
+    assert "node1: /dev/shm is 64.0 MiB" in text
