@@ -62,6 +62,7 @@ class DriftResult:
     lock: str
     findings: tuple[DriftFinding, ...]
     packages: int  # pinned packages checked on their index
+    standing: Any = None  # the lock's evidence (envgen.results.ranking.Standing)
 
     @property
     def drifted(self) -> bool:
@@ -69,6 +70,7 @@ class DriftResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"lock": self.lock, "drifted": self.drifted, "packages_checked": self.packages,
+                "tier": self.standing.to_dict() if self.standing else None,
                 "findings": [f.to_dict() for f in self.findings]}
 
 
@@ -313,4 +315,7 @@ def drift(request: DriftRequest, *, matrix: Matrix | None = None,
     findings += _evidence_findings(manifest, matrix)
     order = {k: i for i, k in enumerate((*DRIFT, *NEWS))}
     findings.sort(key=lambda f: (order[f.kind], f.subject))
-    return DriftResult(lock=manifest.id, findings=tuple(findings), packages=len(pins))
+    from envgen.api._resolve import known_evidence
+
+    return DriftResult(lock=manifest.id, findings=tuple(findings), packages=len(pins),
+                       standing=known_evidence(matrix).of_id(manifest.id))

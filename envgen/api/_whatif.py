@@ -81,6 +81,8 @@ class WhatIfResult:
     make_command: str | None = None
     infeasible: InfeasibleError | None = field(default=None, compare=False)
     released: tuple[str, ...] = ()  # the lock's pins let go to fit the change (e.g. cuda)
+    old_standing: Any = None  # envgen.results.ranking.Standing: tier, records, upstream
+    new_standing: Any = None
 
     @property
     def tier_lost(self) -> bool:
@@ -99,6 +101,8 @@ class WhatIfResult:
             "conda": self.conda.to_dict() if self.conda else None,
             "evidence": {"old": self.old_tier, "new": self.new_tier,
                          "tier_lost": self.tier_lost},
+            "tier": {"old": self.old_standing.to_dict() if self.old_standing else None,
+                     "new": self.new_standing.to_dict() if self.new_standing else None},
             "make": self.make_command,
         }
 
@@ -128,11 +132,11 @@ def _diff(old: dict[str, str], new: dict[str, str]) -> PackageDiff:
         unchanged=sum(1 for k in o.keys() & n.keys() if o[k] == n[k]))
 
 
-def _tier(combination: str, matrix: Matrix) -> str:
-    from envgen.results.store import load_many
-    from envgen.results.tiers import evidence_of
+def _standing(combination: str, matrix: Matrix):
+    """The combination's evidence (tier, the record proving it, upstream citations)."""
+    from envgen.api._resolve import known_evidence
 
-    return evidence_of(combination, load_many(matrix.results_dirs())).tier
+    return known_evidence(matrix).of_id(combination)
 
 
 def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
@@ -167,7 +171,8 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
                         f"{command('envgen', 'drift', '--lock', request.lock_dir)}; or "
                         "start from a new lock (envgen make)") from None
     old_why = {d.axis: d for d in decisions(pinned, facts, old)}
-    old_tier = _tier(old.id, matrix)
+    old_standing = _standing(old.id, matrix)
+    old_tier = old_standing.tier
     progress(f"what if {old.id} changes {_describe(request.changes)}")
     new, asked, released, first_error = None, pinned, (), None
     given = request.lock or LockOptions(flavor=manifest.flavor)
@@ -193,7 +198,8 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
                  "index, which the lock does not use; its solve needs it (--torch-index-url)")
     if new is None:
         return WhatIfResult(old=old, new=None, changes=dict(request.changes),
-                            old_tier=old_tier, infeasible=first_error)
+                            old_tier=old_tier, infeasible=first_error,
+                            old_standing=old_standing)
     checked = validate(asked, facts)
     new_why = {d.axis: d for d in decisions(checked, facts, new)}
     changed = tuple(
@@ -211,6 +217,7 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
             manifest.pip.index_url.rstrip("/") != pypi:  # the lock's mirror, as it was made
         options = replace(options, index_url=manifest.pip.index_url)
     pip = conda = None
+    new_standing = _standing(new.id, matrix)
     make_it = command("envgen", "make", "--combination", new.id, "--flavor", options.flavor)
     if request.solve:
         progress(f"locking {new.id} to compare the packages (nothing is installed)")
@@ -224,8 +231,9 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
         make_it = regenerate_command(result.plan, options)
     return WhatIfResult(old=old, new=new, changes=dict(request.changes), decisions=changed,
                         pip=pip, conda=conda, old_tier=old_tier,
-                        new_tier=_tier(new.id, matrix), make_command=make_it,
-                        released=released)
+                        new_tier=new_standing.tier, make_command=make_it,
+                        released=released, old_standing=old_standing,
+                        new_standing=new_standing)
 
 
 def _lock_indexes(manifest, sources: dict[str, str]) -> set[str]:

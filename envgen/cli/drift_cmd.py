@@ -63,6 +63,8 @@ def render(result) -> str:
     state = "DRIFTED" if result.drifted else "as made"
     lines = [shown(f"{result.lock}: {state} ({result.packages} pinned packages checked, "
                    f"{len(result.findings)} finding{'' if len(result.findings) == 1 else 's'})")]
+    if result.standing is not None:
+        lines.append(f"  evidence            {shown(result.standing.line())}")
     for f in result.findings:
         lines.append(f"  {f.kind:<19} {shown(f.subject)}: {shown(f.detail)}")
         if f.fix:

@@ -69,13 +69,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
                          clear_incomplete=args.clear_incomplete,
                          python=validate.text(args.python, "--python", "--python")
                          if args.python else None)
-    result = install(req, progress=ctx.progress)
+    result = install(req, progress=ctx.progress, matrix=ctx.matrix)
     if ctx.json:
         dump_json(result.to_dict(), ctx.out)
     else:
         print(f"Installed {result.conda_packages} conda + {result.pip_packages} pip packages "
               f"into {result.prefix} in {result.seconds:.1f} s\n  python: {result.python}",
               file=ctx.out)
+        if result.standing is not None:
+            print(validate.shown(f"  evidence: {result.standing.line()}"), file=ctx.out)
         act = result.activation
         if act is not None:
             for name, value in act.values.items():  # printable: activation.plan checks

@@ -116,5 +116,9 @@ def render(r) -> str:
         lines.append("  packages: not solved (--no-lock)")
     lost = " — tier lost: re-run the evidence for it" if r.tier_lost else ""
     lines.append(f"  evidence: {r.old_tier} → {r.new_tier}{lost}")
+    if r.old_standing is not None:
+        lines.append(f"    now:   {r.old_standing.line()}")
+    if r.new_standing is not None:
+        lines.append(f"    after: {r.new_standing.line()}")
     lines.append(f"  make it: {r.make_command}")
     return validate.shown_lines("\n".join(lines))  # no control character reaches the terminal

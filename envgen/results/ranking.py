@@ -160,6 +160,16 @@ class Evidence:
         return self.standing(c.id, c.framework, c.framework_version, c.torch, c.cuda,
                              c.python)
 
+    def of_id(self, cid: str) -> Standing:
+        """The standing of a combination known only by its id (a lock's, a record's)."""
+        from envgen.ids import parse_combination_id
+
+        p = parse_combination_id(cid)
+        if p is None:
+            return Standing(cid, self.by_id.get(cid))
+        return self.standing(cid, p["framework"], p["framework_version"], p["torch"],
+                             p["cuda"], p["python"])
+
     def citations(self) -> list[tuple]:
         """(framework, torch group, Python) predicates per citation, for engine.locate."""
         from envgen.versions import spec_contains
