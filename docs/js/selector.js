@@ -75,11 +75,22 @@
       f.cuda.replace(".", "") + "-py" + f.python + "-" + f.os.replace("-", "") + "-" +
       this.doc.platform.split("-").slice(1).join("-");
   };
-  // as envgen.results.selector.make_command
-  Data.prototype.command = function (f) {
-    return "envgen make --framework " + f.framework + " --framework-version " +
-      f.framework_version + " --torch " + f.torch + " --cuda " + f.cuda + " --python " +
-      f.python + " --os " + f.os;
+  // as envgen.results.selector.make_command, plus the choices that change the result and
+  // are not in the row: the GPU (the ops are built for its architecture)
+  Data.prototype.command = function (f, sel) {
+    return "envgen make --framework " + quote(f.framework) + " --framework-version " +
+      quote(f.framework_version) + " --torch " + quote(f.torch) + " --cuda " + quote(f.cuda) +
+      " --python " + quote(f.python) + " --os " + quote(f.os) + this.gpuFlag(sel || {});
+  };
+  Data.prototype.gpuFlag = function (sel) {
+    if (!sel.gpu) return "";
+    return (this.doc.archs.indexOf(sel.gpu) >= 0 ? " --gpu-arch " : " --gpu ") + quote(sel.gpu);
+  };
+  // the values of filter ``name`` the data has (framework_version: of the chosen framework)
+  Data.prototype.known = function (name, sel) {
+    if (name === "tier") return this.doc.axes.tier.slice();
+    if (name === "gpu") return this.doc.archs.concat(this.doc.gpus.map(function (g) { return g.name; }));
+    return this.options(name, {framework: sel.framework}).map(function (o) { return o.value; });
   };
   Data.prototype.matches = function (row, sel) {
     for (var name in sel) {
@@ -150,11 +161,21 @@
     var q = params.toString();
     history.replaceState(null, "", location.pathname + (q ? "?" + q : "") + location.hash);
   }
-  function flags(sel) {
+  // a value in a shell command, quoted as shlex.quote (envgen.shellcmd) quotes it
+  function quote(v) {
+    v = String(v);
+    if (v && /^[A-Za-z0-9@%+=:,.\/_-]+$/.test(v)) return v;
+    return "'" + v.replace(/'/g, "'\"'\"'") + "'";
+  }
+  // every choice as `envgen resolve` flags (the data's own names for the GPU)
+  function flags(data, sel) {
     var map = {framework: "--framework", framework_version: "--framework-version",
-      torch: "--torch", cuda: "--cuda", python: "--python", os: "--os", gpu: "--gpu"};
-    return Object.keys(map).filter(function (n) { return sel[n]; })
-      .map(function (n) { return map[n] + " " + sel[n]; }).join(" ");
+      cuda: "--cuda", torch: "--torch", python: "--python", os: "--os"};
+    var out = Object.keys(map).filter(function (n) { return sel[n]; })
+      .map(function (n) { return map[n] + " " + quote(sel[n]); }).join(" ");
+    out += data.gpuFlag(sel);
+    if (sel.tier && sel.tier !== "T0" && sel.tier !== "T1") out += " --min-tier " + quote(sel.tier);
+    return out.trim();
   }
 
   // ---------------------------------------------------------------- rendering
@@ -184,7 +205,7 @@
       if (ok) resolve(); else reject(new Error("copy refused"));
     });
   }
-  function rowElement(data, row, note) {
+  function rowElement(data, row, note, sel) {
     var doc = data.doc, f = data.fields(row), id = data.id(f);
     var tier = doc.tiers[row[data.col.tier]];
     var ev = row[data.col.evidence] >= 0 ? doc.evidence[row[data.col.evidence]] : null;
@@ -202,15 +223,15 @@
     } else {
       evidence.appendChild(el("span", {"class": "envgen-none", text: "none yet"}));
     }
-    var commands = el("td", {"class": "envgen-commands"}, [copyButton(data.command(f), "envgen make")]);
+    var commands = el("td", {"class": "envgen-commands"}, [copyButton(data.command(f, sel), "envgen make")]);
     if (ev && ev.image) {
       commands.appendChild(copyButton("docker pull " + ev.image, "docker pull"));
     }
     var first = el("td", {}, [el("strong", {text: f.framework + " " + f.framework_version})]);
     if (note) first.appendChild(el("div", {"class": "envgen-near", text: note}));
-    var cells = [first, el("td", {text: f.torch}), el("td", {text: f.cuda}),
-      el("td", {text: f.python}), el("td", {text: f.os}), tierCell, evidence, commands];
-    ["Framework", "torch", "CUDA", "Python", "OS", "Tier", "Evidence", "Commands"].forEach(
+    var cells = [tierCell, first, el("td", {text: f.torch}), el("td", {text: f.cuda}),
+      el("td", {text: f.python}), el("td", {text: f.os}), evidence, commands];
+    ["Tier", "Framework", "torch", "CUDA", "Python", "OS", "Evidence", "Commands"].forEach(
       function (label, i) { cells[i].setAttribute("data-label", label); }); // phone layout
     return el("tr", {"data-combination": id, "data-tier": tier.tier}, cells);
   }
@@ -282,13 +303,28 @@
     this.body.textContent = "";
     this.empty.hidden = rows.length > 0;
     this.empty.textContent = "";
+    var unknown = Object.keys(sel).filter(function (n) {
+      return self.data.known(n, sel).indexOf(sel[n]) < 0;
+    });
+    if (unknown.length) { // an edited link: say so, never pretend the value exists
+      this.empty.hidden = false;
+      this.empty.appendChild(el("h3", {text: "Unknown value"}));
+      unknown.forEach(function (n) {
+        self.empty.appendChild(el("p", {"data-unknown": n, text: "unknown value: " +
+          n.replace("_", " ") + " " + JSON.stringify(sel[n]) + " is not in the data; " +
+          "choose one from the list."}));
+      });
+      this.count.textContent = "No combination matches: unknown value.";
+      this.more.hidden = true;
+      return;
+    }
     if (!rows.length) {
       this.explain(sel);
       this.count.textContent = "No combination matches this selection.";
       this.more.hidden = true;
       return;
     }
-    rows.slice(0, this.shown).forEach(function (r) { self.body.appendChild(rowElement(self.data, r)); });
+    rows.slice(0, this.shown).forEach(function (r) { self.body.appendChild(rowElement(self.data, r, null, sel)); });
     var total = this.data.doc.rows.length;
     this.count.textContent = rows.length.toLocaleString("en") + " of " + total.toLocaleString("en") +
       " combinations" + (rows.length > this.shown ? ", the best " + this.shown + " shown" : "") + ".";
@@ -310,23 +346,34 @@
     }
     box.appendChild(el("h3", {text: "Why nothing matches"}));
     if (found) {
-      var list = el("ul", {"class": "envgen-reasons"});
+      // the rule about these choices first (envgen.results.selector orders them), in words;
+      // the other rules, with the source lines they quote, behind "other rules"
+      var lead = found.reasons[0], list = el("ul", {"class": "envgen-reasons"});
       found.none.forEach(function (t) { list.appendChild(el("li", {text: t})); });
-      found.reasons.forEach(function (r) {
-        list.appendChild(el("li", {}, [el("strong", {text: r.rule}),
-          document.createTextNode(" (" + r.meaning + ") removed " + r.removed.toLocaleString("en") +
-            " candidates, e.g. " + r.example)]));
-      });
+      if (lead) {
+        list.appendChild(el("li", {"data-reason": lead.rule}, [el("strong", {text: lead.meaning}),
+          document.createTextNode(" (" + lead.rule + "), e.g. " + lead.example)]));
+      }
       box.appendChild(list);
+      if (found.reasons.length > 1) {
+        var more = el("ul", {"class": "envgen-reasons"});
+        found.reasons.slice(1).forEach(function (r) {
+          more.appendChild(el("li", {}, [el("strong", {text: r.rule}),
+            document.createTextNode(" (" + r.meaning + ") ruled out " +
+              r.removed.toLocaleString("en") + " candidate combinations of all releases, e.g. " +
+              r.example)]));
+        });
+        box.appendChild(el("details", {}, [el("summary", {text: "Other rules"}), more]));
+      }
       box.appendChild(el("p", {text: "The resolver's full explanation:"}));
-      box.appendChild(copyButton(found.command, "envgen resolve"));
+      box.appendChild(copyButton("envgen resolve " + flags(data, sel), "envgen resolve"));
     } else if (sel.tier) {
       box.appendChild(el("p", {text: "No combination with these choices has evidence at " +
         sel.tier + " or above yet. Lower the tier to see the combinations that resolve."}));
     } else {
       box.appendChild(el("p", {text: "Each pair of these choices exists, but no combination " +
         "has all of them. The resolver explains which rule removed the candidates:"}));
-      box.appendChild(copyButton("envgen resolve " + flags(sel), "envgen resolve"));
+      box.appendChild(copyButton("envgen resolve " + flags(data, sel), "envgen resolve"));
     }
     var near = [];
     Object.keys(sel).forEach(function (n) {
@@ -334,12 +381,12 @@
       Object.keys(sel).forEach(function (m) { if (m !== n) rest[m] = sel[m]; });
       var r = data.first(rest);
       if (r && near.every(function (x) { return x.row !== r; })) {
-        near.push({row: r, note: "without " + n.replace("_", " ") + " " + sel[n]});
+        near.push({row: r, note: "without " + n.replace("_", " ") + " " + sel[n], sel: rest});
       }
     });
     if (near.length) {
       box.appendChild(el("p", {text: "The nearest rows:"}));
-      near.slice(0, 3).forEach(function (x) { self.body.appendChild(rowElement(data, x.row, x.note)); });
+      near.slice(0, 3).forEach(function (x) { self.body.appendChild(rowElement(data, x.row, x.note, x.sel)); });
     }
   };
 

@@ -72,7 +72,7 @@ def table(req: TableRequest, *, matrix: Matrix | None = None,
             progress("the selector's data: every feasible combination, newest patch per minor")
             doc = selector_data(matrix.facts, built, load_many(
                 matrix.results_dirs() if req.results_dirs is None else list(req.results_dirs)),
-                progress=progress)
+                progress=progress, upstream=matrix.upstream)
             extra[req.selector_file] = render_selector_json(doc).encode("utf-8")
         written = write_outputs(built, page=req.page, data=req.data_file, readme=req.readme,
                                 extra=extra)

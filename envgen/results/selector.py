@@ -8,12 +8,14 @@ docs/selector.json (schema: envgen/schemas/selector.schema.json), which the page
 Rows: every feasible combination on linux-x86_64 is too many for a page (262,440 with the
 shipped matrix), so the rows are a generated subset, **the newest patch per minor**: for each
 framework × framework minor × torch minor × CUDA × Python × OS, the first combination the
-resolver ranks (its newest framework patch that fits, then its newest torch patch), in the
-resolver's order (best first) — plus every combination that has records. ``subset`` says how
-many of each. A row is a list of indexes into ``axes`` (see ``columns``), its evidence tier,
-the set of GPU architectures its torch build runs on (an index into ``arch_sets``, judged by
-the resolver's own gpu-arch rule) and, for rows with records, an index into ``evidence``
-(status, the records' site links, and a published image).
+resolver ranks (its newest framework patch that fits, then its newest torch patch), plus
+every combination that has records and the first of each framework release × torch build that
+upstream cites; in the ranking policy's order (:mod:`envgen.results.ranking`: evidence first,
+then the resolver's), so the page's first row for a choice is what `envgen resolve` picks.
+``subset`` says how many of each. A row is a list of indexes into ``axes`` (see
+``columns``), its evidence tier, the set of GPU architectures its torch build runs on (an
+index into ``arch_sets``, judged by the resolver's own gpu-arch rule) and, for rows with
+records, an index into ``evidence`` (status, the records' site links, and a published image).
 
 A published image is one a record ran or built whose reference names a registry host
 (docker's rule: the first path part has a ``.`` or ``:``, or is ``localhost``): the local
@@ -138,11 +140,13 @@ def _gpus(facts: Facts) -> list[dict[str, str]]:
 
 
 def selector_data(facts: Facts, table: Table, stored: Sequence[StoredRecord] = (), *,
-                  explain: bool = True, progress: Callable[[str], None] | None = None
-                  ) -> dict[str, Any]:
-    """docs/selector.json's document (see the module docstring)."""
+                  explain: bool = True, progress: Callable[[str], None] | None = None,
+                  upstream: Sequence = ()) -> dict[str, Any]:
+    """docs/selector.json's document (see the module docstring). ``upstream``: the
+    citations (matrix/curated/upstream.toml) the ranking policy weighs."""
     from envgen.resolve.engine import iter_feasible
     from envgen.resolve.request import Request, validate
+    from envgen.results.ranking import Evidence, policy_key
 
     request = validate(Request(platform=PLATFORM), facts)
     axes = {name: _Axis() for name in COLUMNS[:6]}
@@ -156,6 +160,9 @@ def selector_data(facts: Facts, table: Table, stored: Sequence[StoredRecord] = (
     feasible = 0
     from envgen.resolve.combination import combination_id
 
+    known = Evidence(stored, upstream)
+    cited: dict[tuple, bool] = {}
+    keys: list[tuple] = []  # the ranking policy's key of each row (envgen.results.ranking)
     for f in iter_feasible(request, facts):
         feasible += 1
         fw, build = f.framework, f.build
@@ -163,16 +170,27 @@ def selector_data(facts: Facts, table: Table, stored: Sequence[StoredRecord] = (
                f.os.id)
         cid = combination_id(fw.framework, fw.version, build.version, build.cuda, f.python,
                              f.os.id, PLATFORM)
-        if key in seen and cid not in by_id:
+        group = (fw.framework, fw.version, build.version, build.cuda)
+        if group not in cited:  # the first of a cited release × torch build: the policy's pick
+            cited[group] = bool(known.standing(cid, *group, f.python).upstream)
+            first_cited = cited[group]
+        else:
+            first_cited = False
+        if key in seen and cid not in by_id and not first_cited:
             continue
         seen.add(key)
         listed.add(cid)
+        keys.append(policy_key(known.standing(cid, *group, f.python), (len(rows),)))
         rows.append(_row(axes, cid, fw.framework, fw.version, build.version, build.cuda,
                          f.python, f.os.id, by_id.get(cid), arch_set(f), evidence, images))
     extra = [r for r in table.rows if r.combination not in listed]
     for r in extra:  # recorded, but no longer feasible: shown with their evidence
+        keys.append(policy_key(known.standing(r.combination, r.framework,
+                                              r.framework_version, r.torch, r.cuda, r.python),
+                               (len(rows),)))
         rows.append(_row(axes, r.combination, r.framework, r.framework_version, r.torch,
                          r.cuda, r.python, r.os, r, -1, evidence, images))
+    rows = [row for _, row in sorted(zip(keys, rows, strict=True), key=lambda p: p[0])]
     doc = {
         "generated": HEADER,
         "schema": SCHEMA,
@@ -180,7 +198,8 @@ def selector_data(facts: Facts, table: Table, stored: Sequence[StoredRecord] = (
         "subset": {
             "rule": "the newest patch per minor: for each framework × framework minor × torch "
                     "minor × CUDA × Python × OS, the resolver's best combination; plus every "
-                    "combination with records",
+                    "combination with records and the best of each release × torch build "
+                    "upstream cites; in the ranking policy's order (evidence first)",
             "feasible": feasible, "rows": len(rows),
             "recorded": sum(1 for r in table.rows if r.records), "not_feasible": len(extra)},
         "columns": list(COLUMNS),
@@ -276,12 +295,34 @@ def explanations(facts: Facts, doc: dict[str, Any], *,
         fields = {_REQUEST_FIELD[a]: va, _REQUEST_FIELD[b]: vb}
         request = validate(Request(platform=PLATFORM, **fields), facts)
         why = explain(request, facts, make_combination)
-        reasons = [{"rule": r.constraint, "meaning": r.meaning, "removed": r.count,
-                    "example": r.example} for r in why.removed]
+        reasons = sorted(({"rule": r.constraint, "meaning": r.meaning, "removed": r.count,
+                           "example": r.example} for r in why.removed),
+                         key=lambda r: _specific(r, a, b))
         out[f"{a}={va}&{b}={vb}"] = {
             "none": list(why.empty), "reasons": reasons,
             "command": command("envgen", "resolve", _FLAG[a], va, _FLAG[b], vb)}
     return out
+
+
+# the resolver's rules (envgen.resolve.engine.CONSTRAINTS) that concern each filter: the
+# reason for an empty pair leads with a rule about its values, not the one that removed most
+_RULES_OF = {
+    "gpu": ("gpu-arch",),
+    "cuda": ("framework-cuda", "nvcc", "gpu-arch", "flavor", "driver"),
+    "torch": ("framework-torch", "cxx-std", "breakage"),
+    "python": ("framework-python", "framework-files", "target-python", "breakage"),
+    "os": ("glibc", "gcc", "target-python"),
+    "framework": ("framework-torch", "framework-cuda", "nvcc", "cxx-std", "framework-python",
+                  "framework-files", "breakage"),
+}
+
+
+def _specific(reason: dict[str, Any], a: str, b: str) -> tuple:
+    """Sort key: the rules about both chosen filters first, then about one (a GPU's own rule
+    before others), each by how many candidates it removed."""
+    both = sum(reason["rule"] in _RULES_OF[n] for n in (a, b))
+    gpu = "gpu" in (a, b) and reason["rule"] == "gpu-arch"
+    return (-both, not gpu, -reason["removed"])
 
 
 def render_selector_json(doc: dict[str, Any]) -> str:

@@ -32,7 +32,7 @@ def selector_markup() -> list[str]:
         '<div class="envgen-scroll" tabindex="0" role="region" aria-label="Matching '
         'combinations"><table class="envgen-rows"><thead><tr>'
         + "".join(f'<th scope="col">{h}</th>' for h in
-                  ("Framework", "torch", "CUDA", "Python", "OS", "Tier", "Evidence",
+                  ("Tier", "Framework", "torch", "CUDA", "Python", "OS", "Evidence",
                    "Commands"))
         + "</tr></thead><tbody data-rows></tbody></table></div>",
         '<button type="button" data-more hidden>Show more</button>',

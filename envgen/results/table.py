@@ -290,10 +290,13 @@ def table_of(candidates: Candidates, stored: Sequence[StoredRecord],
             known[cid] = None  # one row per combination
             rows.append(_row(cid, None, upstream))
     order = {n: i for i, n in enumerate(candidates.frameworks)}
-    rows.sort(key=lambda r: (order.get(r.framework, len(order)), r.framework,
-                             _neg(r.framework_version), _neg(r.torch),
-                             tuple(-x for x in dotted_key(r.cuda)), r.python, r.os,
-                             r.combination))
+    from envgen.results.ranking import Standing, policy_key
+
+    # per framework, the ranking policy's order (evidence first, then newest)
+    rows.sort(key=lambda r: (order.get(r.framework, len(order)), r.framework, policy_key(
+        Standing(r.combination, known[r.combination], r.upstream),
+        (_neg(r.framework_version), _neg(r.torch), tuple(-x for x in dotted_key(r.cuda)),
+         r.python, r.os, r.combination))))
     return Table(tuple(rows))
 
 

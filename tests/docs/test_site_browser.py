@@ -180,8 +180,9 @@ def test_an_empty_choice_says_why_and_offers_the_nearest_rows(browser, site_url,
     _wait(box.is_displayed, what="the explanation")
     why = data["explanations"][key]
     assert why["reasons"] or why["none"]
-    for reason in why["reasons"]:
-        assert reason["rule"] in box.text and reason["example"] in box.text
+    lead = why["reasons"][0] if why["reasons"] else None  # the rule about these choices
+    if lead:
+        assert lead["rule"] in box.text and lead["example"] in box.text
     assert _expected(data, selection) == []
     assert _count(browser) == "No combination matches this selection."
     command = box.find_element(By.CSS_SELECTOR, "[data-command]").get_attribute("data-command")
@@ -215,6 +216,41 @@ def test_a_copied_command_is_what_envgen_resolve_gives(browser, site_url):
     assert best["id"] == row.get_attribute("data-combination")
     assert copied == make_command(best["framework"], best["framework_version"], best["torch"],
                                   best["cuda"], best["python"], best["os"])
+
+
+def test_the_copied_command_keeps_the_gpu_and_resolves_to_its_row(browser, site_url):
+    """Colossal-AI + V100: the command carries --gpu V100 (the ops are built for sm_70) and,
+    run as `envgen resolve --json`, gives the row's combination first."""
+    from selenium.webdriver.common.by import By
+
+    _open(browser, f"{site_url}/compatibility/?framework=colossalai&gpu=V100")
+    row = browser.find_element(By.CSS_SELECTOR, "[data-rows] tr[data-combination]")
+    assert browser.find_element(By.CSS_SELECTOR, "[data-rows] tr td").get_attribute(
+        "data-label") == "Tier"  # the evidence is the first thing a row shows
+    copied = row.find_element(By.CSS_SELECTOR, "[data-command]").get_attribute("data-command")
+    argv = shlex.split(copied)
+    assert argv[:2] == ["envgen", "make"] and argv[-2:] == ["--gpu", "V100"]
+    proc = run_envgen("resolve", "--json", "--limit", "1", *argv[2:])
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["combinations"][0]["id"] == \
+        row.get_attribute("data-combination")
+
+
+def test_an_edited_link_and_an_empty_choice_lead_with_their_own_reason(browser, site_url):
+    from selenium.webdriver.common.by import By
+
+    _open(browser, f"{site_url}/compatibility/?framework=deepspeed&cuda=99.9")
+    box = browser.find_element(By.CSS_SELECTOR, "[data-empty]")
+    _wait(box.is_displayed, what="the unknown value")
+    assert "unknown value: cuda \"99.9\" is not in the data" in box.text
+    assert _rows(browser) == [] and "unknown value" in _count(browser)
+    _open(browser, f"{site_url}/compatibility/?framework=deepspeed&cuda=12.1&gpu=B200")
+    box = browser.find_element(By.CSS_SELECTOR, "[data-empty]")
+    _wait(box.is_displayed, what="the explanation")
+    lead = box.find_element(By.CSS_SELECTOR, "[data-reason]")
+    assert lead.get_attribute("data-reason") == "gpu-arch" and "sm_100" in lead.text
+    command = box.find_element(By.CSS_SELECTOR, "[data-command]").get_attribute("data-command")
+    assert command == "envgen resolve --framework deepspeed --cuda 12.1 --gpu B200"
 
 
 def test_a_shared_link_restores_the_selection(browser, site_url):
