@@ -152,9 +152,14 @@ def _project(tmp_path: Path, env) -> Path:
 
 def test_table_prints_the_page_or_json(env, tmp_path):
     _project(tmp_path, env)
-    proc = run_envgen("table", "--results-dir", "matrix/results", env=env)
+    proc = run_envgen("table", "--results-dir", "matrix/results", "--markdown", env=env)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == (GOLDEN / "compatibility.md").read_text(encoding="utf-8")
+    proc = run_envgen("table", "--results-dir", "matrix/results", env=env)  # for a terminal
+    head, rule, first = proc.stdout.splitlines()[:3]
+    assert head.split() == ["tier", "status", "framework", "torch", "cuda", "python", "os",
+                            "evidence"] and set(rule) <= {"-", " "}
+    assert first.split()[:2] == ["T4", "known-good"] and "<" not in proc.stdout
     proc = run_envgen("table", "--results-dir", "matrix/results", "--json", env=env)
     assert proc.stdout == (GOLDEN / "compatibility.json").read_text(encoding="utf-8")
     assert not (tmp_path / "docs" / "compatibility.md").exists()
