@@ -82,7 +82,8 @@ def setup(results: Path, n: int) -> None:
 
 def compare(results: Path, cands: Path, repeat: int, env: dict, label: str) -> None:
     for json_flag in ((), ("--json",)):
-        envgen = [*envgen_command(), *json_flag, "table", "--results-dir",
+        page = () if json_flag else ("--markdown",)  # a terminal gets a table, not the page
+        envgen = [*envgen_command(), *json_flag, "table", *page, "--results-dir",
                   str(results)]
         plain = [sys.executable, str(PLAIN), str(ROOT / "matrix"), str(results), str(cands),
                  *json_flag]

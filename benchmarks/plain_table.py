@@ -260,6 +260,18 @@ def as_json(rows, counts, root):
     return json.dumps(data, indent=2, ensure_ascii=False) + "\n"
 
 
+# the ranking policy's steps (envgen/results/ranking.py STEPS), best first
+STEPS = ("T4", "T3", "upstream", "T2", "T1", "T0", "known-bad")
+
+
+def step(row):
+    if row["status"] == "known-bad":
+        return "known-bad"
+    if row["status"] == "known-good":
+        return row["tier"]
+    return "upstream" if row["upstream"] else row["tier"]
+
+
 def main() -> int:
     matrix, results, candidates = sys.argv[1:4]
     with open(candidates, "rb") as fh:
@@ -293,6 +305,7 @@ def main() -> int:
                          "upstream": [citation(u) for u in upstream if cited(u, f)]})
     order = {n: i for i, n in enumerate(resolver["frameworks"])}
     rows.sort(key=lambda r: (order.get(r["framework"], len(order)), r["framework"],
+                             STEPS.index(step(r)), -TIERS.index(r["tier"]),
                              neg(r["framework_version"]), neg(r["torch"]),
                              tuple(-int(x) for x in r["cuda"].split(".")), r["python"], r["os"],
                              r["combination"]))
