@@ -135,6 +135,8 @@ def render(result, *, explain: bool = False) -> str:
                 wrap.fill(f"  {'fix':<8} {shown(f.fix)}")]
         if f.command:
             out.append(f"  {'run':<8} {shown(f.command)}")
+            if f.tier:
+                out.append(wrap.fill(f"  {'tier':<8} {shown(f.tier['summary'])}"))
         if f.source:
             out.append(wrap.fill(f"  {'rule':<8} {shown(f.source)}"))
         if f.pattern:

@@ -30,6 +30,9 @@ class Finding:
     source: str
     pattern: str | None = None
     explains: str | None = None  # the pasted error line this finding is the cause of
+    # where ``command`` is an `envgen make`: the evidence tier of what it makes (the JSON
+    # ``tier`` of `envgen resolve`), set by the API, which reads the records
+    tier: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out = {"kind": self.kind, "severity": self.severity, "summary": self.summary,
@@ -37,6 +40,8 @@ class Finding:
                "source": self.source, "pattern": self.pattern}
         if self.explains is not None:
             out["explains"] = self.explains
+        if self.tier is not None:
+            out["tier"] = self.tier
         return out
 
 

@@ -218,3 +218,16 @@ def test_nvcc_that_fails_on_gcc11_std_function(diagnose) -> None:
     # an nvcc the sources do not name: still the likely cause, but a warning
     other = diagnose(line + "\nCuda compilation tools, release 12.1, V12.1.105\n").findings[0]
     assert other.kind == "host_compiler_too_new" and other.severity == "warning"
+
+
+def test_a_suggested_envgen_make_shows_its_evidence_tier() -> None:
+    # issue 39: the doctor's `envgen make` line carries the tier of what it would make
+    # (andreimargeloiu/WPFS#3 gets `envgen make --gpu-arch sm_80`), in the JSON too
+    from envgen.api import DoctorRequest, doctor
+    from envgen.facts.matrix import Matrix
+
+    result = doctor(DoctorRequest(report=str(CORPUS / "WPFS-3.txt")),
+                    matrix=Matrix.locate(ROOT / "matrix"))
+    made = [f for f in result.diagnosis.findings if (f.command or "").startswith("envgen make")]
+    assert made and all(f.tier and f.tier["tier"].startswith("T") for f in made)
+    assert made[0].to_dict()["tier"]["summary"] == made[0].tier["summary"]
