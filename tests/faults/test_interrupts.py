@@ -214,14 +214,18 @@ def test_sigterm_during_the_ssh_step_kills_every_ssh_within_2_s(tmp_path):
                                           or len(pids.read_text().splitlines()) < 40):
             assert proc.poll() is None, err.read_text()
             time.sleep(0.05)
+        # at least one hanging ssh per node (the preflight may run several steps a node at
+        # once: facts, the snapshot, the non-interactive PATH), each with a child
         started = [int(p) for line in pids.read_text().splitlines() for p in line.split()]
-        assert len(started) == 80
+        assert len(started) >= 80
         elapsed = _signal_and_time(proc, signal.SIGTERM)
     finally:
         _end(proc)
-    print(f"\nT04: SIGTERM with 40 hanging ssh steps → exit in {elapsed:.2f} s")
+    print(f"\nT04: SIGTERM with {len(started) // 2} hanging ssh steps → exit in {elapsed:.2f} s")
     assert proc.returncode == 143, err.read_text()
     assert elapsed <= SIGNAL_EXIT_LIMIT, f"{elapsed:.2f} s from the signal to the exit"
+    # every ssh started, also one started after the count above
+    started = [int(p) for line in pids.read_text().splitlines() for p in line.split()]
     left = [p for p in started if not _gone(p, 2.0)]
     assert not left, f"still running after the exit: {left}"
 

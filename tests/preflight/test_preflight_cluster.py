@@ -258,7 +258,11 @@ def test_a_node_lost_during_the_collective(cluster):
             proc.communicate(timeout=60)
     assert proc.returncode == 1
     doc = json.loads(out)
-    lost = [f for f in doc["findings"] if f["kind"] in ("collective-hang", "node-lost")]
+    # depending on when the pause lands: node2's rank never arrives (collective-hang), its
+    # ssh stops answering (node-lost), or the others' gloo reports node2 not responding
+    # (collective-failed, explained): each names node2
+    lost = [f for f in doc["findings"] if f["kind"] in ("collective-hang", "node-lost")
+            or (f["kind"] == "collective-failed" and "node2" in f["summary"])]
     assert lost, doc["findings"]
     assert "node2" in lost[0]["summary"]
     # the ranks the preflight gave up on end with it: nothing keeps MASTER_PORT taken
