@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from envgen.facts.model import CudaToolkit, DriverFloor, Source, TorchBuild
+from envgen.facts.model import ArchRename, CudaToolkit, DriverFloor, Source, TorchBuild
 from envgen.facts.release_read import toolkit_releases
 from envgen.versions import dotted_key, spec_contains
 
@@ -160,6 +160,12 @@ def driver_floors(doc: dict[str, Any]) -> dict[str, DriverFloor]:
                                         toolkit_driver=r.get("toolkit_driver"),
                                         source=r.get("source"))
             for r in doc.get("toolkit", []) if r.get("cuda") and r.get("min_driver")}
+
+
+def arch_renames(doc: dict[str, Any]) -> tuple[ArchRename, ...]:
+    """curated/cuda.toml [[arch_rename]] rows."""
+    return tuple(ArchRename(old=r["from"], new=r["to"], cuda=str(r["cuda"]),
+                            source=r.get("source")) for r in doc.get("arch_rename", []))
 
 
 def attach_drivers(

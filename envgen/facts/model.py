@@ -111,6 +111,16 @@ class CudaToolkit:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ArchRename:
+    """A curated/cuda.toml [[arch_rename]] row: from CUDA ``cuda`` on, ``old`` is ``new``."""
+
+    old: str
+    new: str
+    cuda: str
+    source: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class DriverFloor:
     """One curated/cuda.toml [[toolkit]] row's driver figures, for every CUDA it lists, also
     those older than the harvested toolkits (the doctor judges old reports against them)."""
@@ -242,6 +252,17 @@ class Facts:
     breakages: tuple[Breakage, ...] = ()
     os_toolkits: dict[str, OsToolkit] = field(default_factory=dict)  # OS id → its toolkit
     driver_floors: dict[str, DriverFloor] = field(default_factory=dict)  # CUDA → its floor
+    arch_renames: tuple[ArchRename, ...] = ()
+
+    def arch_for(self, arch: str, cuda: str) -> tuple[str, ArchRename | None]:
+        """``arch`` as CUDA ``cuda`` names it ("sm_101" → "sm_110" from 13.0 on), and the rename
+        that applied (None: the name is the same)."""
+        from envgen.versions import dotted_key
+
+        for r in self.arch_renames:
+            if r.old == arch and dotted_key(cuda) >= dotted_key(r.cuda):
+                return r.new, r
+        return arch, None
 
     def cxx_std(self, std: str) -> CxxStd | None:
         return next((c for c in self.compilers if c.std == std), None)

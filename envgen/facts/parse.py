@@ -22,7 +22,7 @@ from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
 
 from envgen.errors import DataError, UsageError
-from envgen.facts.derive import apply_curated_torch, attach_drivers, driver_floors
+from envgen.facts.derive import apply_curated_torch, arch_renames, attach_drivers, driver_floors
 from envgen.facts.locate import CURATED, HARVESTED, OPTIONAL, OPTIONAL_HARVESTED, REGENERATE
 from envgen.facts.model import (
     CudaRule,
@@ -505,6 +505,7 @@ def read_facts(matrix_dir: Path, harvested: Path,
             os_toolkits=(read_os_toolkits(docs["os_toolkits.json"])
                          if "os_toolkits.json" in docs else {}),
             driver_floors=driver_floors(docs["cuda.toml"]),
+            arch_renames=arch_renames(docs["cuda.toml"]),
         )
     except (KeyError, TypeError, ValueError, AttributeError, InvalidVersion,
             InvalidSpecifier) as exc:  # pragma: no cover - the schemas rule these out

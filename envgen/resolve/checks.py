@@ -289,7 +289,11 @@ class Checks:
         arch = self.request.gpu_arch
         if not arch:
             return None
+        # the GPU under this toolkit's name for it (CUDA 13 calls sm_101 sm_110)
+        asked, (arch, renamed) = arch, self.facts.arch_for(arch, toolkit.cuda)
         name = f"{self.request.gpu} ({arch})" if self.request.gpu else arch
+        if renamed is not None:
+            name += f", which CUDA {toolkit.cuda} calls what CUDA < {renamed.cuda} called {asked}"
         if toolkit.archs and arch not in toolkit.archs:
             return (f"nvcc {toolkit.cuda} cannot target {name}: its ptxas knows "
                     f"{toolkit.archs[0]} … {toolkit.archs[-1]}")
