@@ -231,3 +231,14 @@ def test_a_suggested_envgen_make_shows_its_evidence_tier() -> None:
     made = [f for f in result.diagnosis.findings if (f.command or "").startswith("envgen make")]
     assert made and all(f.tier and f.tier["tier"].startswith("T") for f in made)
     assert made[0].to_dict()["tier"]["summary"] == made[0].tier["summary"]
+
+
+def test_long_pasted_lines_are_read_in_linear_time() -> None:
+    # a hang guard, not a speed target: a 200 KB line of compiler words (or of the old
+    # capability warning) once took minutes in a backtracking pattern
+    import time
+
+    text = "gcc " * 50_000 + "\n" + "Found GPU0 x which is of cuda capability 3.5 " * 4_000
+    start = time.monotonic()
+    parse_report(text)
+    assert time.monotonic() - start < 10

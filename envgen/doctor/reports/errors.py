@@ -100,7 +100,7 @@ _CAPABILITY = re.compile(r"(?:^|:\s)\s*([^:]*?\S) with CUDA capability sm_(\d{2,
                          r"compatible with the current PyTorch installation", re.I)
 _SUPPORTS = re.compile(r"The current PyTorch install supports CUDA capabilities\s+"
                        r"((?:(?:sm|compute)_\d{2,3}[a-z]?\s*)+)", re.I)
-_TOO_OLD_GPU = re.compile(r"Found GPU\s?\d+ (.+?) which is of cuda capability (\d+\.\d+)\.?\s*"
+_TOO_OLD_GPU = re.compile(r"Found GPU\s?\d+ (.{1,80}?) which is of cuda capability (\d+\.\d+)\.?\s*"
                           r"PyTorch no longer supports this GPU because it is too old", re.I)
 _NO_KERNEL = re.compile(r"no kernel image is available for execution on the device|"
                         r"\binvalid device function\b", re.I)
@@ -109,8 +109,19 @@ _NVCC_ARCH = re.compile(r"nvcc fatal\s*:\s*Unsupported gpu architecture "
 _APEX_CUDA = re.compile(r"Cuda extensions are being compiled with a version of Cuda that does not "
                         r"match the version used to compile Pytorch binaries\.?\s*(?:Pytorch "
                         r"binaries were compiled with Cuda (\d+\.\d+))?", re.I)
-_STD_FLAG = re.compile(r"(?:^|[\s/])(?:[\w.-]*-)?(?:gcc|g\+\+|c\+\+|nvcc|clang\+\+)(?:-\d+)?\s"
-                       r".*\s-std=(?:c|gnu)\+\+(11|14|0x|1y)\b")
+class _CompilerStd:
+    """A compiler command passing -std=c++14 (or 11): the flag first, then a compiler word
+    before it — one regex holding both backtracks quadratically on a long pasted line."""
+
+    _FLAG = re.compile(r"\s-std=(?:c|gnu)\+\+(?:11|14|0x|1y)\b")
+    _COMPILER = re.compile(r"(?:^|[\s/-])(?:gcc|g\+\+|c\+\+|nvcc|clang\+\+)(?:-\d+)?\s")
+
+    def search(self, text: str) -> re.Match[str] | None:
+        flag = self._FLAG.search(text)
+        return flag if flag and self._COMPILER.search(text, 0, flag.start() + 1) else None
+
+
+_STD_FLAG = _CompilerStd()
 _UNAVAILABLE = re.compile(r"Is CUDA available:\s*False\b|cuda\.is_available\(\)\W{0,3}"
                           r"(?:\w+\s){0,2}\W{0,3}False\b", re.I)
 _STD_FUNCTION = re.compile(r"std_function\.h:\d+:\d+: error: parameter packs not expanded with",
