@@ -57,11 +57,21 @@ class Upstream:
         level ("12.4.1" as 12.4); a free-threaded Python tag is compared by its number ("3.13t"
         as 3.13). A version that does not parse matches nothing.
         """
+        return (self.covers_release(framework, framework_version)
+                and self.covers_build(torch, cuda, python))
+
+    def covers_release(self, framework: str, framework_version: str) -> bool:
+        """The framework half of :meth:`matches`."""
         if canonical_name(framework) != self.framework:
             return False
         try:
-            if not spec_contains(self.versions, normalized_version(framework_version)):
-                return False
+            return spec_contains(self.versions, normalized_version(framework_version))
+        except ValueError:  # packaging's InvalidVersion
+            return False
+
+    def covers_build(self, torch: str, cuda: str, python: str | None = None) -> bool:
+        """The torch × CUDA (× Python) half of :meth:`matches`."""
+        try:
             if not spec_contains(self.torch, public_version(torch)):
                 return False
             if not spec_contains(self.cuda, _major_minor(cuda)):

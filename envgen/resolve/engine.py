@@ -291,7 +291,16 @@ def rank_of(f: Feasible, d: Domains) -> tuple:
     g = next(i for i, g in enumerate(d.groups)
              if g.version == f.build.version and g.cuda == f.build.cuda)
     entry = next(i for i, (py, _) in enumerate(d.groups[g].entries) if py == f.python)
-    return (d.frameworks.index(f.framework), g, entry, d.oses.index(f.os))
+    return (_index(d.frameworks, f.framework), g, entry, _index(d.oses, f.os))
+
+
+def _index(items: tuple, item: object) -> int:
+    """``items.index(item)``, trying identity first (``item`` is one of ``items`` when it
+    came from them; comparing the compiled facts' records field by field is slow)."""
+    for i, x in enumerate(items):
+        if x is item:
+            return i
+    return items.index(item)
 
 
 def _first(request: Request, facts: Facts, checks: Checks, d: Domains, fi: int, gi: int,

@@ -175,31 +175,11 @@ class Evidence:
         from envgen.versions import spec_contains
 
         def preds(u):
-            return (lambda fw: fw.framework == u.framework
-                    and u.matches(fw.framework, fw.version, _any(u.torch), _any(u.cuda)),
-                    lambda g: u.matches(u.framework, _any(u.versions), g.version, g.cuda),
+            return (lambda fw: u.covers_release(fw.framework, fw.version),
+                    lambda g: u.covers_build(g.version, g.cuda),
                     lambda py: u.python is None or spec_contains(u.python, py.rstrip("t")))
 
         return [preds(u) for u in self.upstream]
-
-
-def _any(spec: str) -> str:
-    """A version inside ``spec`` (its first bound), so that a predicate over one field can
-    ask Upstream.matches with the others satisfied."""
-    from envgen.versions import spec_contains
-
-    for clause in spec.split(","):
-        v = clause.strip().lstrip("=<>~!").removesuffix(".*").strip()
-        if v and spec_contains(spec, v):
-            return v
-    # an upper bound only ("<2.6"), or an exclusive lower bound: try just below/above it
-    v = spec.split(",")[0].strip().lstrip("=<>~!").removesuffix(".*").strip()
-    parts = v.split(".")
-    for cand in (".".join([*parts[:-1], str(int(parts[-1]) + 1)]),
-                 ".".join([*parts[:-1], str(max(int(parts[-1]) - 1, 0))])):
-        if spec_contains(spec, cand):
-            return cand
-    return v
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,7 +23,6 @@ its record once; bytes already validated are known by their sha256
 
 from __future__ import annotations
 
-import json
 import os
 from collections import namedtuple
 from pathlib import Path
@@ -133,6 +132,8 @@ def record_path(results_dir: Path, record: Record | RecordSummary) -> Path:
 
 def render(record: Record) -> bytes:
     """A stored record's exact bytes: pretty JSON in schema field order, trailing newline."""
+    import json  # (only when writing or reading a record the index does not hold)
+
     text = json.dumps(record.to_dict(), indent=2, ensure_ascii=False, allow_nan=False)
     return (text + "\n").encode("utf-8")
 
@@ -195,6 +196,8 @@ def read_record_file(path: Path) -> tuple[Record | None, list[Problem]]:
 
 
 def _parse_bytes(raw: bytes) -> tuple[Record | None, list[Problem]]:
+    import json
+
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as exc:
