@@ -15,7 +15,7 @@ from envgen.preflight import checks_launcher, checks_master, checks_names, check
 from envgen.preflight.catalog import load_catalog
 from envgen.preflight.collective import NodeRun, summarise
 from envgen.preflight.launcher_view import deepspeed_view, env_file_findings, master_from
-from envgen.preflight.run import _doomed, collective_findings, explain
+from envgen.preflight.checks_collective import collective_findings, doomed, explain
 
 
 @pytest.fixture
@@ -248,8 +248,8 @@ def test_the_collective_is_skipped_after_an_error_that_dooms_it(catalog, tmp_pat
     v = view(catalog, tmp_path, "GLOO_SOCKET_IFNAME=ib0\n")
     found, _ = checks_network.settings(catalog, cluster, v.exports, mode="cpu",
                                        origins=v.origins)
-    assert _doomed(found, "gloo").kind == "ifname-missing"
-    assert _doomed(found, "nccl") is None  # gloo's variable: NCCL does not read it
+    assert doomed(found, "gloo").kind == "ifname-missing"
+    assert doomed(found, "nccl") is None  # gloo's variable: NCCL does not read it
 
 
 # ---------------------------------------------------------------- pairwise ports
@@ -292,10 +292,10 @@ def test_pairs_no_single_node_explains_are_listed(catalog):
 def test_an_interrupted_preflight_shows_the_findings_so_far(catalog):
     from envgen.cli.preflight_cmd import render
     from envgen.preflight.nodes import job_from
-    from envgen.preflight.run import Options, _State
+    from envgen.preflight.result import Options, State
 
     job = job_from(hosts="node0,node1", environ={})
-    st = _State(job, Options(python="/opt/env/bin/python"))
+    st = State(job, Options(python="/opt/env/bin/python"))
     st.findings.append(catalog.finding("shm-small", "node1: /dev/shm is 64.0 MiB", {}, None))
     result = st.result(interrupted="the collective")
     doc = result.to_dict()
