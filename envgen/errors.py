@@ -30,6 +30,7 @@ class EnvgenError(Exception):
 
     exit_code = 1
     kind = "failure"
+    extra: dict[str, Any] | None = None  # more fields of the --json error object ("machine")
 
     def __init__(self, message: str, *, hint: str | None = None,
                  source: str | None = None) -> None:
@@ -44,7 +45,7 @@ class EnvgenError(Exception):
     def to_dict(self) -> dict[str, Any]:
         """The ``{"error": ...}`` object ``--json`` prints on stdout."""
         return {"kind": self.kind, "message": self.message, "fix": self.hint,
-                "source": self.source}
+                "source": self.source, **(self.extra or {})}
 
 
 class UsageError(EnvgenError):

@@ -31,6 +31,8 @@ _EXPORTS = {
     "Request": "envgen.resolve.request",
     "resolve": "envgen.api._resolve",
     "ResolveResult": "envgen.api._resolve",
+    "machine_request": "envgen.api._machine",
+    "MachineAnswer": "envgen.api._machine",
     "make": "envgen.api._make",
     "MakeRequest": "envgen.api._make",
     "MakeResult": "envgen.api._make",
@@ -83,6 +85,7 @@ __all__ = [
     "InstallRequest",
     "InstallResult",
     "LockOptions",
+    "MachineAnswer",
     "MakeRequest",
     "MakeResult",
     "Matrix",
@@ -103,6 +106,7 @@ __all__ = [
     "drift",
     "evidence",
     "install",
+    "machine_request",
     "make",
     "preflight",
     "quiet",
@@ -118,6 +122,7 @@ if TYPE_CHECKING:
     from envgen.api._drift import DriftRequest, DriftResult, drift
     from envgen.api._evidence import EvidenceRequest, EvidenceResult, evidence
     from envgen.api._install import InstallRequest, InstallResult, install
+    from envgen.api._machine import MachineAnswer, machine_request
     from envgen.api._make import MakeRequest, MakeResult, make
     from envgen.api._preflight import PreflightRequest, preflight
     from envgen.api._resolve import ResolveResult, resolve

@@ -1,5 +1,5 @@
 """``whatif()``: an existing lock and a change (another torch, framework release, CUDA, Python,
-OS or GPU) → what that change would mean, before anything is installed.
+OS, GPU or driver) → what that change would mean, before anything is installed.
 
 Input: :class:`WhatIfRequest` (the lock directory, the changed axes, the sources to lock the
 new target with). Output: :class:`WhatIfResult`: the new best combination (the lock's other
@@ -25,7 +25,7 @@ from envgen.resolve import Combination, Request
 from envgen.shellcmd import command
 from envgen.userfile import read_text
 
-CHANGEABLE = ("framework_version", "torch", "cuda", "python", "os", "gpu")
+CHANGEABLE = ("framework_version", "torch", "cuda", "python", "os", "gpu", "gpu_arch", "driver")
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)", re.M)
 
 
@@ -117,7 +117,9 @@ def _pinned_request(combo: dict[str, Any], flavor: str) -> Request:
 def _apply(request: Request, changes: dict[str, str]) -> Request:
     fields = dict(changes)
     if "gpu" in fields:
-        fields["gpu_arch"] = None
+        fields.setdefault("gpu_arch", None)
+    elif "gpu_arch" in fields:
+        fields["gpu"] = None
     return replace(request, **fields)
 
 
@@ -155,7 +157,7 @@ def whatif(request: WhatIfRequest, *, matrix: Matrix | None = None,
     if unknown:
         raise UsageError(f"what-if cannot change {', '.join(unknown)}",
                          hint="change one of: --torch, --framework-version, --cuda, --python, "
-                         "--os, --gpu")
+                         "--os, --gpu, --gpu-arch, --driver")
     if not request.changes:
         raise UsageError("what if what changes?", hint="e.g. --torch 2.6 or --cuda 12.4")
     matrix = matrix or Matrix.locate()
@@ -259,12 +261,14 @@ def _first_on(indexes: set[str] | None, combos) -> tuple[Combination, bool]:
 
 def _releases(changes: dict[str, str]) -> list[tuple[str, ...]]:
     """Which of the lock's pins to let go, in order, when the change alone does not fit: none;
-    then the CUDA (another torch may not be built for it); then torch and CUDA (another
-    framework release may not accept that torch)."""
+    then the CUDA (another torch may not be built for it; an older driver may not run it);
+    then torch and CUDA (another framework release may not accept that torch; no build of
+    the lock's torch may run on that driver)."""
     out: list[tuple[str, ...]] = [()]
-    if "cuda" not in changes and ("torch" in changes or "framework_version" in changes):
+    moves = "torch" in changes or "framework_version" in changes or "driver" in changes
+    if "cuda" not in changes and moves:
         out.append(("cuda",))
-    if "torch" not in changes and "framework_version" in changes:
+    if "torch" not in changes and ("framework_version" in changes or "driver" in changes):
         out.append(("torch",) if "cuda" in changes else ("torch", "cuda"))
     if "os" not in changes and "python" in changes:
         out.append(("os",))

@@ -30,7 +30,9 @@ def _values(axis: str, facts) -> Iterable[str]:
     if axis == "os":
         return list(facts.oses)
     if axis == "gpu":
-        return sorted({g.name for g in facts.gpus.values()})
+        return ["auto", *sorted({g.name for g in facts.gpus.values()})]  # auto: this machine's
+    if axis == "driver":
+        return ["auto"]  # a driver's version is the machine's own: only auto is offered
     if axis == "gpu_arch":
         return sorted({g.arch for g in facts.gpus.values()})
     raise ValueError(axis)

@@ -22,6 +22,7 @@ from envgen.cli.resolve_cmd import (
     explained,
     policy_from_args,
     request_from_args,
+    with_machine,
 )
 from envgen.errors import UsageError
 from envgen.shellcmd import command
@@ -31,6 +32,7 @@ examples:
   envgen make --framework deepspeed --cuda 12.1
   envgen make --framework deepspeed --cuda 13.2 --flavor venv --out locks
   envgen make --framework deepspeed --flavor os-package --os debian-13 --image
+  envgen make --framework deepspeed --gpu auto --driver auto --image   # for this machine
   envgen make --framework colossalai --python 3.11 --channel https://mirror.example/conda-forge
   envgen make --framework megatron-core --index-url https://pypi.mirror.example/simple \\
       --torch-index-url https://torch.mirror.example/whl/cu124 --ca-cert /etc/ssl/corp.pem
@@ -116,7 +118,8 @@ def options_from_args(args: argparse.Namespace, ctx: Context):
 
 
 def make_request(args: argparse.Namespace, ctx: Context):
-    """argv + config → the typed request of ``envgen.api.make``; every setting checked."""
+    """argv + config → (the typed request of ``envgen.api.make``, what --driver/--gpu auto
+    read or None); every setting checked."""
     from envgen.api import ImageOptions, MakeRequest
     from envgen.resolve.request import normalize_arch
 
@@ -124,31 +127,38 @@ def make_request(args: argparse.Namespace, ctx: Context):
         raise UsageError("--base only applies with --image", hint="add --image", source="--base")
     out = ctx.setting(args, "out") or validate.path("locks", "--out")
     options = options_from_args(args, ctx)
+    request, machine = with_machine(request_from_args(args, ctx), ctx)
     image = None
     if args.image or args.apptainer:  # every setting is checked before any work starts
-        archs = (normalize_arch(args.gpu_arch),) if args.gpu_arch else ()
+        arch = args.gpu_arch or (machine.gpu_arch if machine and not machine.gpu else None)
+        archs = (normalize_arch(arch),) if arch else ()  # --gpu auto: the GPU read here
         image = ImageOptions(base=ctx.setting(args, "base-image"), gpu_archs=archs,
                              apptainer=bool(args.apptainer))
-    request = request_from_args(args, ctx)
     combination = getattr(args, "combination", None)
     if combination:
         combination = validate.text(combination, "--combination", "--combination").strip()
     explicit = frozenset(a for a in AXES if ctx.sources.get(a, "").startswith("--"))
     prefer, min_tier = policy_from_args(args, ctx)
-    return MakeRequest(request=request, combination=combination, explicit=explicit, out=out,
+    made = MakeRequest(request=request, combination=combination, explicit=explicit, out=out,
                        out_source=ctx.source("out", "--out"), lock=options, image=image,
                        prefer=prefer, min_tier=min_tier)
+    return made, machine
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from envgen.api import make
 
-    req = make_request(args, ctx)
-    with explained(ctx):
+    req, machine = make_request(args, ctx)
+    with explained(ctx, machine):
         made = make(req, matrix=ctx.matrix, progress=ctx.progress, on_debris=ctx.progress)
     if ctx.json:
-        dump_json(made.to_dict(), ctx.out)
+        doc = made.to_dict()
+        if machine is not None:
+            doc["machine"] = machine.to_dict()
+        dump_json(doc, ctx.out)
         return 0
+    if machine is not None:
+        print(validate.shown(machine.line()), file=ctx.out)
     print(summary(made, shown(made.directory)), file=ctx.out)
     return 0
 

@@ -16,6 +16,7 @@ from envgen.resolve.combination import Combination
 from envgen.resolve.request import Request
 
 if TYPE_CHECKING:
+    from envgen.api._machine import MachineAnswer
     from envgen.resolve.explain import Explanation
 
 EPILOG = """\
@@ -25,6 +26,7 @@ examples:
   envgen resolve --framework megatron-core --gpu-arch sm_90 --driver 535.104.05
   envgen resolve --framework deepspeed --framework-version 0.10.0 --nvcc 12.1
   envgen resolve --framework deepspeed --gpu V100 --limit 3
+  envgen resolve --framework deepspeed --gpu auto --driver auto
   envgen resolve --framework deepspeed --torch '>=2.4,<2.6' --json | jq '.combinations[0].id'
 
 Versions accept an exact version (2.5.1), a prefix (2.5 = 2.5.*) or a PEP 440 specifier.
@@ -41,6 +43,12 @@ newest CUDA, then a mainstream Python (policy.toml), then the preferred OS.
 only combinations proven at T3 or above; none → exit 3 listing the nearest to verified.
 Records: the shipped matrix/results/ and your data dir (`envgen results add`). Every rule's
 facts are read from the releases' own files or curated with a citation (`envgen matrix show`).
+--driver auto / --gpu auto read this machine's driver and GPUs (NVML, else `nvidia-smi
+--query-gpu`; $ENVGEN_NVML_LIBRARY loads another NVML library), print what was read
+("Machine: …"; with --json the "machine" object) and resolve for them: a GPU by its name in
+curated/gpus.toml, else by the compute capability the driver gives; GPUs of several
+architectures are refused (name one). What cannot be read (no driver, no GPU) is left
+unconstrained, as if the option were absent, with a note on stderr.
 --nvcc uses a CUDA toolkit already on the machine (a cluster's `module load cuda/12.4`, an
 OS package, a base image): only torch builds whose CUDA the framework release's own nvcc
 check accepts with it are offered, and `make` installs no compiler.
@@ -82,11 +90,12 @@ def add_request_options(parser: argparse.ArgumentParser) -> None:
     add("--nccl", "VER", "NCCL version torch pins, e.g. 2.21", complete=False)
     add("--gpu-arch", "ARCH", "GPU architecture: sm_90, 8.0, sm_80 …")
     add("--gpu", "NAME", "GPU model, e.g. V100, A100, H100, L40S, 'RTX 4090' "
-        "(curated/gpus.toml); sets --gpu-arch")
+        "(curated/gpus.toml); sets --gpu-arch. auto: this machine's GPU (NVML, else "
+        "nvidia-smi); nothing read: as if not given")
     add("--nvcc", "VER", "use this system CUDA toolkit (major.minor, e.g. 12.4) instead of "
         "installing one", complete=False)
-    add("--driver", "VER", "installed NVIDIA driver (nvidia-smi), e.g. 535.104.05",
-        complete=False)
+    add("--driver", "VER", "installed NVIDIA driver (nvidia-smi), e.g. 535.104.05. auto: this "
+        "machine's (NVML, else nvidia-smi); nothing read: as if not given")
     add("--platform", "PLAT", "linux-x86_64 (default) or linux-aarch64", complete=False)
     flavor = add("--flavor", "KIND", "only combinations whose toolchain this lock flavor can "
                  "provide: conda (default for make), venv (pip only; CUDA 13+) or os-package "
@@ -146,25 +155,52 @@ def request_from_args(args: argparse.Namespace, ctx: Context) -> Request:
     return Request(**values)
 
 
+def with_machine(request: Request, ctx: Context) -> tuple[Request, MachineAnswer | None]:
+    """``--driver auto`` / ``--gpu auto`` answered from this machine (envgen.api.
+    machine_request): the request with the values read, and what was read (None when no
+    option says auto). A value not read is left out, with a note on stderr; where each value
+    came from is kept for error messages."""
+    if not any((getattr(request, a) or "").strip().lower() == "auto" for a in ("driver", "gpu")):
+        return request, None  # the common case imports nothing more
+    from envgen.api import machine_request
+
+    with explained(ctx):
+        request, answer = machine_request(request, matrix=ctx.matrix)
+    assert answer is not None
+    via = f"auto, read through {answer.read.source}" if answer.read.source else "auto"
+    for axis in answer.asked:
+        ctx.sources[axis] = f"{ctx.sources.get(axis, '--' + axis)} ({via})"
+    if "gpu" in answer.asked and answer.gpu_arch:
+        ctx.sources["gpu_arch"] = ctx.sources["gpu"]
+    for note in answer.notes:
+        ctx.progress(f"note: {note}")
+    return request, answer
+
+
 def run(args: argparse.Namespace, ctx: Context) -> int:
     from envgen.api import resolve
 
-    request = request_from_args(args, ctx)
+    request, machine = with_machine(request_from_args(args, ctx), ctx)
     if args.limit < 0:
         raise UsageError(f"--limit {args.limit} is negative", hint="use --limit N (0 = all)",
                          source="--limit")
     limit = None if args.limit == 0 else args.limit
     prefer, min_tier = policy_from_args(args, ctx)
-    with explained(ctx):
+    with explained(ctx, machine):
         found = resolve(request, limit=limit, matrix=ctx.matrix, prefer=prefer,
                         min_tier=min_tier)
     if ctx.json:
-        stream_json({"request": found.request.given(),
-                     "policy": {"prefer": prefer, "min_tier": min_tier},
-                     "why": [d.to_dict() for d in found.why]},
-                    "combinations", (with_tier(c, found.standing(c)) for c in found.combinations),
+        head = {"request": found.request.given(),
+                "policy": {"prefer": prefer, "min_tier": min_tier},
+                "why": [d.to_dict() for d in found.why]}
+        if machine is not None:
+            head["machine"] = machine.to_dict()
+        stream_json(head, "combinations",
+                    (with_tier(c, found.standing(c)) for c in found.combinations),
                     {"torch_builds": found.torch_builds}, ctx.out, encoded=True)
         return 0
+    if machine is not None:
+        print(validate.shown(machine.line()), file=ctx.out)
     combos = [(c, found.standing(c)) for c in found.combinations]
     print(format_choice(found.best, request, found.why), file=ctx.out)
     print(validate.shown_lines(format_evidence(found.standing(found.best), prefer)),
@@ -190,18 +226,25 @@ def format_evidence(standing, prefer: str) -> str:
 
 
 @contextlib.contextmanager
-def explained(ctx: Context) -> Iterator[None]:
+def explained(ctx: Context, machine: MachineAnswer | None = None) -> Iterator[None]:
     """When nothing fits, attach the explanation (text on stderr; with --json the error
-    object carries it); a usage error names where its value really came from ([defaults])."""
+    object carries it); a usage error names where its value really came from ([defaults],
+    --gpu auto). With ``machine`` (--driver/--gpu auto), both say what was read."""
     try:
         yield
     except InfeasibleError as exc:
         text = getattr(exc.explanation, "text", None)
         exc.report = text() if callable(text) else format_explanation(exc.explanation)
+        if machine is not None:
+            exc.report = f"{machine.line()}\n{exc.report}"
+            exc.extra = {**(exc.extra or {}), "machine": machine.to_dict()}
         raise
     except UsageError as exc:
         if exc.source and exc.source.startswith("--"):
             exc.source = ctx.sources.get(exc.source[2:].replace("-", "_"), exc.source)
+        if machine is not None:
+            exc.report = machine.line()
+            exc.extra = {**(exc.extra or {}), "machine": machine.to_dict()}
         raise
 
 

@@ -17,15 +17,18 @@ examples:
   envgen whatif --lock DIR --framework-version 0.18.9
   envgen whatif --lock DIR --cuda 12.8 --python 3.11 --json
   envgen whatif --lock DIR --gpu A100 --no-lock         # the combination only, no solve
+  envgen whatif --lock DIR --gpu auto --driver auto      # would it run on this machine?
 
 What it answers, nothing installed: the new best combination with the lock's other axes kept
 (a torch without a build for the lock's CUDA lets the CUDA go; a framework release that does
-not accept the lock's torch lets torch go; each said), or why none fits (the constraints that
-removed the candidates, the nearest feasible requests); the decisions whose value or deciding
-rule changes (the framework's torch range, nvcc and gcc, NCCL, the driver floor, ...); the
-lock diff from a real solve of the new target with the lock's flavor (packages added, removed,
-changed); the evidence tier of both combinations (a tier lost is said); the `envgen make`
-command for the new one.
+not accept the lock's torch lets torch go; a driver too old for the lock's CUDA lets the CUDA,
+then torch, go; each said), or why none fits (the constraints that removed the candidates, the
+nearest feasible requests); the decisions whose value or deciding rule changes (the
+framework's torch range, nvcc and gcc, NCCL, the driver floor, ...); the lock diff from a real
+solve of the new target with the lock's flavor (packages added, removed, changed); the evidence
+tier of both combinations (a tier lost is said); the `envgen make` command for the new one.
+--gpu auto / --driver auto: this machine's GPU and driver, read as `envgen resolve --help` says
+(the "Machine: …" line; --json: "machine").
 
 exit codes: 0 the change fits, 3 nothing fits (the explanation on stderr), 1 a lock or data
 error, 2 usage error (a lock file edited after envgen wrote it), 4 environment (an index
@@ -47,8 +50,19 @@ def register(sub, common: argparse.ArgumentParser) -> None:
     g.add_argument("--cuda", metavar="X.Y", help="another CUDA, e.g. 12.8")
     g.add_argument("--python", metavar="X.Y", help="another Python, e.g. 3.12")
     g.add_argument("--os", metavar="NAME", help="another OS base, e.g. ubuntu-24.04")
-    g.add_argument("--gpu", metavar="NAME", help="another GPU, e.g. H100 (its arch must run "
-                   "torch's kernels and the ops)")
+    gpu = g.add_argument("--gpu", metavar="NAME", help="another GPU, e.g. H100 (its arch must "
+                         "run torch's kernels and the ops); auto: this machine's GPU (NVML, "
+                         "else nvidia-smi)")
+    g.add_argument("--gpu-arch", metavar="ARCH", help="another GPU architecture, e.g. sm_90")
+    driver = g.add_argument("--driver", metavar="VER",
+                            help="another NVIDIA driver, e.g. 535.104.05 (the lock's CUDA, "
+                            "then torch, may have to go); auto: this machine's")
+    import os
+
+    if "_ARGCOMPLETE" in os.environ:  # TAB offers auto and the GPU names (envgen completion)
+        from envgen.cli.completers import fact_values
+
+        gpu.completer, driver.completer = fact_values("gpu"), fact_values("driver")
     p.add_argument("--no-lock", action="store_true",
                    help="skip the solve: no package diff (no index needed)")
     add_source_options(p)
@@ -61,8 +75,10 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
 
     changes = {k: validate.text(getattr(args, k), f"--{k.replace('_', '-')}",
                                 f"--{k.replace('_', '-')}").strip()
-               for k in ("torch", "framework_version", "cuda", "python", "os", "gpu")
+               for k in ("torch", "framework_version", "cuda", "python", "os", "gpu",
+                         "gpu_arch", "driver")
                if getattr(args, k) is not None}
+    changes, machine = machine_changes(changes, ctx)
     channels = ctx.setting(args, "channels")
     options = LockOptions(
         flavor="venv",  # replaced by the lock's own flavor
@@ -75,19 +91,49 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
     req = WhatIfRequest(lock_dir=validate.path(args.lock, "--lock", "--lock"), changes=changes,
                         lock=options, solve=not args.no_lock)
     result = whatif(req, matrix=ctx.matrix, progress=ctx.progress)
+    doc = result.to_dict()
+    if machine is not None:
+        doc["machine"] = machine.to_dict()
     if result.infeasible is not None:
         report = format_explanation(result.infeasible.explanation)
+        if machine is not None:
+            report = f"{machine.line()}\n{report}"
         if ctx.json:  # one JSON document: the answer, its "why_not" the error object
             print(report, file=ctx.err)
-            dump_json(result.to_dict(), ctx.out)
+            dump_json(doc, ctx.out)
             return result.infeasible.exit_code
         result.infeasible.report = report
         raise result.infeasible
     if ctx.json:
-        dump_json(result.to_dict(), ctx.out)
+        dump_json(doc, ctx.out)
         return 0
+    if machine is not None:
+        print(validate.shown(machine.line()), file=ctx.out)
     print(render(result), file=ctx.out)
     return 0
+
+
+def machine_changes(changes: dict[str, str], ctx: Context):
+    """--driver auto / --gpu auto answered from this machine (as for resolve): the changes
+    with the values read (a GPU by its curated name, else --gpu-arch), and what was read;
+    an auto that read nothing is dropped, with a note. UsageError when nothing is left."""
+    from envgen.cli.resolve_cmd import with_machine
+    from envgen.errors import UsageError
+    from envgen.resolve.request import Request
+
+    auto = {k: v for k, v in changes.items() if k in ("driver", "gpu")}
+    if not any(v.lower() == "auto" for v in auto.values()):
+        return changes, None
+    asked = Request(gpu_arch=changes.get("gpu_arch"), **auto)
+    answered, machine = with_machine(asked, ctx)
+    out = {k: v for k, v in changes.items() if k not in ("driver", "gpu", "gpu_arch")}
+    out.update({k: v for k in ("gpu", "gpu_arch", "driver")
+                if (v := getattr(answered, k)) is not None})
+    if not out:
+        raise UsageError("--driver/--gpu auto read nothing on this machine, so no change is "
+                         "left to answer", hint=" ".join(machine.notes) if machine else None,
+                         source="--gpu auto" if "gpu" in auto else "--driver auto")
+    return out, machine
 
 
 def render(r) -> str:

@@ -353,16 +353,40 @@ def _one(cid: str, carry: Path, work: Path, out: Path, machine: tuple[str, dict]
                     for n, v in locked.items() if installed.get(n) != v}}
     result["stage"] = "verify"
     record = out / "records" / f"{cid}.json"
-    code = ("import sys; sys.path[:0] = sys.argv[1].split(':'); del sys.argv[1]; "
-            "from envgen.cli import entrypoint; entrypoint()")
-    tool_path = ":".join([str(Path(__file__).resolve().parents[2]),
-                          *map(str, sorted((carry / "tool").glob("*.whl")))])
-    rc = _run([sys.executable, "-c", code, tool_path, "verify", "all", "-v", "--python", python,
+    rc = _run([*_envgen_there(carry), "verify", "all", "-v", "--python", python,
                "--lock", str(lock), "--record", str(record)], log, env, left())
     result.update(status="pass" if rc == 0 else "fail", verify_rc=rc,
                   record=record.name if record.exists() else None)
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def _envgen_there(carry: Path) -> list[str]:
+    """The envgen command on the GPU machine: this checkout with the carried tool wheels (its
+    dependencies) first on sys.path."""
+    code = ("import sys; sys.path[:0] = sys.argv[1].split(':'); del sys.argv[1]; "
+            "from envgen.cli import entrypoint; entrypoint()")
+    tool_path = ":".join([str(Path(__file__).resolve().parents[2]),
+                          *map(str, sorted((carry / "tool").glob("*.whl")))])
+    return [sys.executable, "-c", code, tool_path]
+
+
+def _resolve_auto(carry: Path) -> dict:
+    """``envgen resolve --gpu auto --driver auto --json`` on the GPU machine: what NVML reads
+    there and what it resolves to (issue 41), kept in summary.json; never stops the run."""
+    args = ["resolve", "--framework", "deepspeed", "--gpu", "auto", "--driver", "auto",
+            "--json", "--limit", "1"]
+    try:
+        proc = proc_run([*_envgen_there(carry), *args], capture_output=True, text=True,
+                        timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return {"command": args, "error": str(exc)}
+    try:
+        answer = json.loads(proc.stdout)
+    except ValueError:
+        answer = proc.stdout[-4000:]
+    return {"command": args, "exit_code": proc.returncode, "answer": answer,
+            "stderr": proc.stderr[-4000:]}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -378,6 +402,7 @@ def run(args: argparse.Namespace) -> int:
                "libaio": (f"carried (Debian's {', '.join(plan.get('os_packages', []))})"
                           if _libaio_env(carry) else "the machine's"),
                "results": [], "not_started": []}
+    summary["auto"] = _resolve_auto(carry)
     want = plan["machine"]
     if (machine[1]["torch"].split("+")[0], machine[1]["cuda"], machine[1]["python"]) != (
             want["torch"], want["cuda"], want["python"]):

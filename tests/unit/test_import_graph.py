@@ -20,7 +20,8 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[2] / "envgen"
 
 BASE = {"<root>", "errors", "http", "progress", "versions", "validate", "atomic", "config",
-        "gpus", "ids", "schemas", "shellcmd", "proc", "workers", "userfile", "writelock"}
+        "gpus", "machine_gpus", "ids", "schemas", "shellcmd", "proc", "workers", "userfile",
+        "writelock"}
 STAGES = ("resolve", "lock", "image", "results", "verify", "evidence")
 ALLOWED: dict[str, set[str]] = {"facts": set()}
 for i, stage in enumerate(STAGES):
