@@ -133,16 +133,21 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "std_flag": ("cxx_standard_mismatch",),
     "pip_no_match": ("python_unsupported",),
     "std_function": ("host_compiler_too_new",),
+    "requirement": ("dependency_conflict",),
+    "python_h": ("python_headers_missing",),
+    "torch_cpu": ("torch_cpu_only",),
+    "torch_abi": ("extension_built_for_other_torch",),
 }
 # errors met when the program runs (import, launch), not when an op is compiled
 RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "driver_old", "cuda_unavailable",
-                            "gpu_capability", "no_kernel"})
+                            "gpu_capability", "no_kernel", "requirement", "torch_cpu",
+                            "torch_abi"})
 # kinds that only break compiling ops (setup.py, JIT builds): after the run-time ones when the
 # pasted error is a run-time one
 BUILD_KINDS = frozenset({
     "cuda_major_mismatch", "cuda_minor_mismatch", "cuda_home_mismatch", "nvcc_missing",
     "host_compiler_too_new", "host_compiler_too_old", "cxx_standard_mismatch", "libaio_missing",
-    "ninja_missing", "torch_api_removed", "linux_only_op"})
+    "ninja_missing", "torch_api_removed", "linux_only_op", "python_headers_missing"})
 
 
 def ordered(findings: list[Finding], errors: dict[str, str] | None = None

@@ -65,7 +65,14 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
           frameworks: Iterable[str] = (), ops: Iterable[str] = (), python: str = "python",
           origin: str = "live", index_urls: dict[str, str] | None = None) -> Diagnosis:
     """Every rule over ``snapshot``; findings worst first, needs in the order rules asked."""
-    from envgen.doctor import coverage, rules_build, rules_cuda, rules_release, rules_system
+    from envgen.doctor import (
+        coverage,
+        rules_build,
+        rules_cuda,
+        rules_install,
+        rules_release,
+        rules_system,
+    )
 
     snapshot = complete(snapshot)
     names = frameworks_of(snapshot, frameworks)
@@ -83,7 +90,7 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
                      "check) were not applied",
                      "`envgen matrix update --write` (a newer release), or judge for a release "
                      "the matrix has")
-    for module in (rules_release, rules_cuda, rules_build, rules_system):
+    for module in (rules_release, rules_cuda, rules_build, rules_system, rules_install):
         for rule in module.RULES:
             rule(ctx)
     notes = coverage.check(ctx)

@@ -195,12 +195,12 @@ def dependency_conflict(ctx: Context) -> None:
     if not known(ctx.s.conflicts):
         return
     for c in ctx.s.conflicts:
-        names = {c.package.lower(), c.requires.split(";")[0].strip().lower()}
+        names = {(c.package or "").lower(), c.requires.split(";")[0].strip().lower()}
         core = any(n == p or n.startswith(p) for n in names for p in _CORE)
         have = f"has {c.have}" if c.have else "is not installed"
+        who = f"{c.package} {c.version or ''}" if c.package else "an imported module"
         ctx.finding("dependency_conflict",
-                    f"{c.package} {c.version or ''} requires {c.requires}, but it {have}"
-                    .replace("  ", " "),
+                    f"{who} requires {c.requires}, but it {have}".replace("  ", " "),
                     evidence={"package": c.package, "version": c.version,
                               "requires": c.requires, "have": c.have},
                     fix=f"install a version that satisfies {c.requires} (pip check reports "

@@ -79,7 +79,7 @@ class ExtensionCache:
 class Conflict:
     """One line of ``pip check``: ``package version`` requires ``requires``, has ``have``."""
 
-    package: str
+    package: str | None  # None: the message does not name it (transformers' require_version)
     requires: str
     version: str | None = None
     have: str | None = None  # None: not installed

@@ -53,9 +53,11 @@ def test_prose_issue_quote() -> None:
 
 def test_lines_of_name_and_version_apex_499() -> None:
     """NVIDIA/apex#499: "ubuntu 16.04 / python 3.7 / pytorch 0.4.1 / GPU V100 / cuda 9.0" on
-    lines of their own are prose, not a pip list."""
+    lines of their own are prose, not a pip list; the import error in backquotes is read."""
     doc = corpus("apex-499.txt")
-    assert doc == {"schema": 1, "os": "Ubuntu 16.04", "python": "3.7", "torch": "0.4.1"}
+    assert doc == {"schema": 1, "os": "Ubuntu 16.04", "python": "3.7", "torch": "0.4.1",
+                   "import_errors": {"fused_layer_norm_cuda":
+                                     "No module named 'fused_layer_norm_cuda'"}}
 
 
 def test_ubuntu_without_dot_and_python37_pytorch_31243() -> None:

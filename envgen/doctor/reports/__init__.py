@@ -29,6 +29,7 @@ from envgen.doctor.reports import (
     outputs,
     packages,
     prose,
+    requirements,
     template,
     toolchain,
 )
@@ -44,13 +45,14 @@ __all__ = ["LOOKED_FOR", "Extracted", "Report", "describe", "parse_report"]
 LOOKED_FOR = ("collect_env, ds_report, `colossalai check -i`, pip/conda lists, nvidia-smi, "
               "nvcc/gcc/ldd/python --version, issue-template answers, versions in prose or the "
               "title (\"torch 2.1.0\", \"python3.8\", \"torch1.8cu10.1\"), install commands, "
-              "site-packages and torch_extensions paths, error lines that state versions")
+              "site-packages and torch_extensions paths, error lines that state versions, "
+              "pip's and transformers' requirement conflicts")
 
 # In this order each parser takes its lines; a later one skips the lines taken.
 _PARSERS: tuple[Callable[[list[Line], set[int]], list[Extracted]], ...] = (
     collect_env.parse, ds_report.parse, colossalai_check.parse, nvidia_smi.parse,
-    toolchain.parse, outputs.parse, errors.parse, packages.parse, template.parse, inline.parse,
-    prose.parse)
+    toolchain.parse, outputs.parse, errors.parse, requirements.parse, packages.parse,
+    template.parse, inline.parse, prose.parse)
 _RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 3,
          "nvcc_version": 3, "gcc_version": 3, "command_output": 3, "error": 4, "pip_freeze": 5,
          "pip_list": 5, "conda_list": 5, "issue_template": 6, "inline_pin": 7, "title": 8,
@@ -161,6 +163,8 @@ def _document(kept: list[Extracted]) -> dict[str, Any]:
             doc.setdefault("libaio", {"library": None, "headers": None})[key] = e.value
         elif head == "gpus":
             doc["gpus"] = [dict(g) for g in e.value]
+        elif head == "conflicts":
+            doc.setdefault("conflicts", []).append(dict(e.value))
         else:
             doc[e.fact] = e.value
     return doc

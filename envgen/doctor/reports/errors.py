@@ -52,7 +52,14 @@ that state no other fact:
 - ``pip_no_match``: pip's "No matching distribution found for torch==1.10.0+cu113" (no file for
   this Python or platform);
 - ``std_function``: "std_function.h:435:145: error: parameter packs not expanded with '...'" (an
-  nvcc that fails on gcc 11's headers: curated/doctor.toml [[nvcc_bug]]).
+  nvcc that fails on gcc 11's headers: curated/doctor.toml [[nvcc_bug]]);
+- ``python_h``: "fatal error: Python.h: No such file or directory" (the interpreter's
+  development headers are missing);
+- ``torch_cpu``: torch's "AssertionError: Torch not compiled with CUDA enabled" (a CPU-only
+  torch build asked for CUDA);
+- ``torch_abi``: an undefined symbol of torch's own C++ namespaces (``_ZN3c10…``, ``_ZN2at…``,
+  ``_ZN5torch…``) in a compiled extension outside torch: it was built against another torch
+  (the ``import_errors`` fact is kept as well).
 """
 
 from __future__ import annotations
@@ -73,7 +80,8 @@ _NO_CUDA_HOME = re.compile(r"CUDA_HOME environment variable is not set")
 _CUDA_HOME = re.compile(r"No CUDA runtime is found, using CUDA_HOME='([^']+)'")
 _UNDEFINED = re.compile(r"(?:ImportError|OSError): (\S+?\.(?:so|pyd)(?:\.\d+)*): (undefined "
                         r"symbol: \S+)")
-_NO_MODULE = re.compile(r"^(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
+_NO_MODULE = re.compile(r"^[`'\"\s>]*(?:ModuleNotFoundError|ImportError): No module named "
+                        r"'([\w.]+)'")
 _GNU = re.compile(r"unsupported GNU version! gcc versions later than (\d+) are not supported")
 _OLD_GCC = re.compile(r"too old version of GCC\. We need GCC (\d+) or later")
 _Q = r"[`'‘’\"]?"
@@ -126,13 +134,19 @@ _UNAVAILABLE = re.compile(r"Is CUDA available:\s*False\b|cuda\.is_available\(\)\
                           r"(?:\w+\s){0,2}\W{0,3}False\b", re.I)
 _STD_FUNCTION = re.compile(r"std_function\.h:\d+:\d+: error: parameter packs not expanded with",
                            re.I)
+_PYTHON_H = re.compile(r"\bPython\.h:\s*No such file or directory", re.I)
+_TORCH_CPU = re.compile(r"Torch not compiled with CUDA enabled", re.I)
+# an Itanium-mangled name in torch's namespaces: c10, at (ATen), torch, caffe2 (N, then an
+# optional const/volatile qualifier K/V, then the namespace's length-prefixed name)
+_TORCH_SYMBOL = re.compile(r"undefined symbol:\s*_ZN[KV]?(?:3c10|2at|5torch|6caffe2)")
 _PIP_NO_MATCH = re.compile(r"No matching distribution found for (torch|deepspeed|colossalai|"
                            r"megatron[-_]core)\b", re.I)
 # error id → the pattern of a line that states it and no snapshot fact besides
 _LINES = (("glibc", _GLIBC), ("glibcxx", _GLIBCXX), ("cxx_std", _CXX_STD), ("thc", _THC),
           ("aio_lib", _AIO_LIB), ("shm", _SHM), ("no_kernel", _NO_KERNEL),
           ("nvcc_arch", _NVCC_ARCH), ("std_flag", _STD_FLAG), ("cuda_unavailable", _UNAVAILABLE),
-          ("pip_no_match", _PIP_NO_MATCH), ("std_function", _STD_FUNCTION), ("shm", _SHM_PROSE),
+          ("pip_no_match", _PIP_NO_MATCH), ("std_function", _STD_FUNCTION),
+          ("python_h", _PYTHON_H), ("torch_cpu", _TORCH_CPU), ("shm", _SHM_PROSE),
           ("thc_named", _THC_NAMED))
 _LONGEST = 300
 
@@ -206,8 +220,11 @@ def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
         return [fact(line, "cuda_home", home.group(1), FORMAT)], None
     undefined = _UNDEFINED.search(text)
     if undefined:
+        path = undefined.group(1).replace("\\", "/")
+        ours = "/torch/lib/" in path or "/torch/_C" in path  # torch's own libraries
         return [fact(line, f"import_errors.{module_of(undefined.group(1))}",
-                     undefined.group(2), FORMAT)], None
+                     undefined.group(2), FORMAT)], \
+            "torch_abi" if _TORCH_SYMBOL.search(undefined.group(2)) and not ours else None
     missing = _NO_MODULE.search(text)
     if missing:
         return [fact(line, f"import_errors.{missing.group(1)}",
