@@ -8,23 +8,29 @@ from __future__ import annotations
 
 _SELECTOR_LABELS = {"framework": "Framework", "framework_version": "Release", "cuda": "CUDA",
                     "torch": "PyTorch", "python": "Python", "os": "OS",
-                    "gpu": "GPU (name or arch)", "tier": "Evidence at least"}
+                    "gpu": "GPU (name or arch)", "flavor": "Flavor",
+                    "tier": "Evidence at least"}
+# the flavor control's default: what works without conda (envgen.results.selector NO_CONDA)
+DEFAULT_FLAVOR_LABEL = "PyPI + OS packages (venv or os-package)"
+_FIRST_OPTION = {"flavor": DEFAULT_FLAVOR_LABEL}
 SELECTOR_DATA = "selector.json"  # docs/selector.json, next to the page
 
 
 def selector_markup() -> list[str]:
     """The selector's HTML (one raw block, no blank line inside): a labelled control per
-    filter (``data-filter``), the count, the explanation box and the rows' table; the page's
+    filter (``data-filter``), what the chosen flavor installs, the count, the explanation box
+    and the rows' table; the page's
     script (docs/js/selector.js) fills them from docs/selector.json."""
     lines = [f'<div id="envgen-selector" class="envgen-selector" data-src="{SELECTOR_DATA}">',
              '<div class="envgen-controls" role="group" aria-label="Choose a combination">']
     for name, label in _SELECTOR_LABELS.items():
         lines.append(f'<div class="envgen-control"><label for="envgen-{name}">{label}</label>'
                      f'<select id="envgen-{name}" name="{name}" data-filter="{name}">'
-                     '<option value="">any</option></select></div>')
+                     f'<option value="">{_FIRST_OPTION.get(name, "any")}</option></select></div>')
     lines += [
         '<div class="envgen-control"><button type="button" data-reset>Clear all</button></div>',
         "</div>",
+        '<div class="envgen-flavor" data-flavor-note></div>',
         '<p class="envgen-count" data-count role="status" aria-live="polite">The selector '
         "needs JavaScript; the rows with evidence are listed below.</p>",
         '<p class="envgen-subset" data-subset></p>',
