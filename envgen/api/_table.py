@@ -22,8 +22,10 @@ from envgen.results.store import load_many
 from envgen.results.table import (
     REGENERATE,
     Table,
-    Written,
     load_table,
+)
+from envgen.results.table_render import (
+    Written,
     render_json,
     render_markdown,
     write_outputs,

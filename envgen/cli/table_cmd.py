@@ -98,14 +98,15 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         if args.markdown and not chosen:
             ctx.out.write(result.markdown())
             return 0
-        from envgen.results.table import Table, render_json
+        from envgen.results.table import Table
+        from envgen.results.table_render import render_json
         from envgen.results.table_view import select
 
         rows = select(result.table, ctx.matrix.facts, **chosen)
         if ctx.json:
             ctx.out.write(render_json(Table(rows), req.readme.parent))
         elif args.markdown:
-            from envgen.results.table import render_markdown
+            from envgen.results.table_render import render_markdown
 
             ctx.out.write(render_markdown(Table(rows), req.page))
         else:

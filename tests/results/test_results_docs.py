@@ -18,7 +18,8 @@ from results_data import ATTEMPTS, REPO
 from support.run import run_envgen
 
 from envgen.results import build_table, load
-from envgen.results.table import HEADER, render_json, render_markdown
+from envgen.results.table import HEADER
+from envgen.results.table_render import render_json, render_markdown
 
 _NOT_FOUND = re.compile(r"contains a link '([^']*)', but the target (?:'[^']*' )?is not found")
 

@@ -25,11 +25,13 @@ from envgen.results.table import (
     START,
     Citation,
     latest_releases,
+    untested_candidates,
+)
+from envgen.results.table_render import (
     render_json,
     render_markdown,
     render_readme_block,
     replace_block,
-    untested_candidates,
     write_outputs,
 )
 

@@ -22,6 +22,8 @@ from envgen.results.table import (
     Table,
     make_table,
     matrix_candidates,
+)
+from envgen.results.table_render import (
     render_json,
 )
 from envgen.schemas.check import check
