@@ -16,7 +16,10 @@ medians are paired in one run):
   frameworks, written to a file instead of fd 8);
 - import: ``import envgen.facts, envgen.resolve`` (the resolver's import cost);
 - library: the same request through the library, no CLI (import, load through the compiled
-  copy, resolve, what decided, print the best id).
+  copy, resolve, what decided, print the best id);
+- floor: the standard-library modules the resolve command imports (found by running it), and
+  no envgen code: what any plain-Python resolve pays before its own work (``dataclasses``
+  alone imports ``inspect``, ``ast``, ``dis`` and ``tokenize``).
 
 ``--importtime`` also prints the slowest imports of the library run (``python -X
 importtime``, self times summed per top-level package).
@@ -47,6 +50,38 @@ print(best.id, len(decisions(request, facts, best)))
 
 
 COMPLETION = "completion request (envgen resolve --framework TAB)"
+FLOOR = "floor: the stdlib modules resolve imports, no envgen"
+# the modules `envgen resolve` loaded, less those of a bare interpreter, printed by a run
+_LOADED = """
+import runpy, sys
+before = set(sys.modules)
+sys.argv = ["envgen", *{argv!r}]
+try:
+    runpy.run_module("envgen", run_name="__main__")
+except SystemExit:
+    pass
+sys.stdout = sys.__stdout__
+print(" ".join(sorted(set(sys.modules) - before)))
+"""
+
+
+def stdlib_floor(request: list[str], env: dict[str, str]) -> str:
+    """A ``-c`` program importing the top-level standard-library modules that ``envgen
+    resolve`` imports (nothing of envgen or of other installed packages)."""
+    import sysconfig
+
+    out = subprocess.run([sys.executable, "-c", _LOADED.format(argv=request)], cwd=ROOT,
+                         env=env, check=True, capture_output=True, text=True).stdout
+    stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    names = []
+    for name in out.splitlines()[-1].split():
+        if "." in name or name.startswith("_"):
+            continue
+        where = getattr(__import__(name), "__file__", None)  # None: built into the interpreter
+        if where is None or (Path(where).resolve().is_relative_to(stdlib)
+                             and "site-packages" not in where):
+            names.append(name)
+    return "import " + ", ".join(names)
 
 
 def commands(matrix_dir: str | None) -> dict[str, list[str]]:
@@ -101,6 +136,8 @@ def main() -> int:
     args = ap.parse_args()
     cmds = commands(args.matrix_dir)
     env = installed_env()  # as an installed envgen runs: byte code cached
+    request = cmds["envgen resolve (one request)"][len(envgen_command()):]
+    cmds[FLOOR] = [sys.executable, "-c", stdlib_floor(request, env)]
     answers = Path(installed_env()["PYTHONPYCACHEPREFIX"]).with_name("envgen-bench-completion")
     envs = {name: completion_env(env, answers, args.matrix_dir) if name == COMPLETION else env
             for name in cmds}
