@@ -318,3 +318,32 @@ def test_nothing_recognisable(text: str) -> None:
 def test_huge_text_is_read() -> None:
     report = parse_report("Running Pytorch 1.70, CUDA 10.1, python=3.6.9\n" + "x" * 2_000_000)
     assert report.snapshot.to_dict()["python"] == "3.6.9"
+
+
+def test_cmd_set_line_in_prose_is_a_windows_sign() -> None:
+    """deepspeedai/DeepSpeed#5899: "tried setting set DS_BUILD_OPS=0" (cmd.exe's syntax) with a
+    Windows-only install problem; no drive path or prompt in the text."""
+    report = parse_report((CORPUS / "DeepSpeed-5899.txt").read_text())
+    assert report.snapshot.platform == "windows"
+    sign = next(e for e in report.explain if e.fact == "platform")
+    assert "set DS_BUILD_OPS=0" in sign.text
+
+
+@pytest.mark.parametrize("line", [
+    r"ImportError: DLL load failed while importing _C: D:\env\Lib\torch\_C.cp310-win_amd64.pyd",
+    r"(venv) PS D:\work> .\venv\Scripts\activate",
+    r"$env:DS_BUILD_OPS = 0",
+    r"echo %CUDA_PATH%",
+])
+def test_windows_only_syntax_is_a_windows_sign(line) -> None:
+    assert parse_report(line + "\ntorch 2.2.2").snapshot.platform == "windows"
+
+
+@pytest.mark.parametrize("line", [
+    "set -euo pipefail",  # a POSIX shell's set
+    "export DS_BUILD_OPS=0",
+    "the reset DS_BUILD_OPS=0 line",
+    "growth of 50% over 100%",
+])
+def test_posix_text_is_not_a_windows_sign(line) -> None:
+    assert parse_report(line + "\ntorch 2.2.2").snapshot.platform != "windows"

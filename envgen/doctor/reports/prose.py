@@ -18,7 +18,10 @@ Output, each fact with its line:
   its tag) gives that tag, a version the notes do not state left out; with no table or a tag
   not in it, the image alone, explain only, versions unknown;
 - Windows: a prompt "C:\\…>", a drive path "C:\\Users\\…", MSVC's "cl.exe" / "LNK1181",
-  "on Windows", a "win_amd64" wheel → platform windows (format "windows_sign").
+  "on Windows", a "win_amd64" wheel, an extension module ".pyd" (Python's Windows FAQ: "a
+  *.pyd file is a dll"), a venv's "\\Scripts\\" folder (the venv docs: Scripts on Windows, bin
+  on POSIX), cmd's "set NAME=value" and "%NAME%", PowerShell's "$env:NAME" → platform windows
+  (format "windows_sign").
 """
 
 from __future__ import annotations
@@ -65,7 +68,11 @@ _EXT_DIR = re.compile(r"torch_extensions/py(\d)(\d+)_cu(\d+)/")
 _ENV = re.compile(r"[/\\]envs[/\\]([\w.-]+)[/\\]")
 _NGC = re.compile(r"\bnvcr\.io/nvidia/pytorch:(\d{2}\.\d{2})-py3\b", re.I)
 _WINDOWS = re.compile(r"^[A-Z]:\\[^>]*>|\b[A-Z]:\\(?:Users|Windows|Program Files|ProgramData)\b|"
-                      r"\bcl\.exe\b|\bLNK\d{4}\b|\bon Windows\b|\bwin_amd64\b", re.I)
+                      r"\bcl\.exe\b|\bLNK\d{4}\b|\bon Windows\b|\bwin_amd64\b|\w\.pyd\b|"
+                      r"\\Scripts\\|\$env:[A-Za-z_]\w*", re.I)
+# cmd.exe's environment syntax (learn.microsoft.com windows-commands/set_1): "set NAME=value",
+# "%NAME%"; upper-case names only (a POSIX shell's `set` takes no NAME=value)
+_CMD_ENV = re.compile(r"(?:^|[\s`>])set [A-Z_][A-Z0-9_]*=\S|%[A-Z_][A-Z0-9_]*%")
 
 
 def parse(lines: list[Line], claimed: set[int], *,
@@ -77,10 +84,11 @@ def parse(lines: list[Line], claimed: set[int], *,
         if not line.text:
             continue
         out.extend(_paths(line, images or {}))
-        if not windows and _WINDOWS.search(line.source):
+        if not windows and (_WINDOWS.search(line.source) or _CMD_ENV.search(line.source)):
             windows = True
             out.append(fact(line, "platform", "windows", "windows_sign",
-                            note="a Windows prompt, drive path, MSVC message or wheel"))
+                            note="a Windows prompt, drive path, MSVC message, wheel, .pyd, "
+                            "Scripts folder or cmd/PowerShell variable syntax"))
         if line.number in claimed and line.number != 1:  # the title is read whole
             continue
         if _INSTALL.search(line.text):
