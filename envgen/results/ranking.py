@@ -175,7 +175,8 @@ class Evidence:
         from envgen.versions import spec_contains
 
         def preds(u):
-            return (lambda fw: u.covers_release(fw.framework, fw.version),
+            return (lambda fw: fw.framework == u.framework  # (facts' names are canonical)
+                    and u.covers_release(fw.framework, fw.version),
                     lambda g: u.covers_build(g.version, g.cuda),
                     lambda py: u.python is None or spec_contains(u.python, py.rstrip("t")))
 
