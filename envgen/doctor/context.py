@@ -108,12 +108,13 @@ class Context:
 
     @functools.cached_property
     def torch_builds(self) -> tuple[TorchBuild, ...]:
-        """The matrix's builds of the snapshot's torch (same version; same CUDA when known)."""
+        """The matrix's builds of the snapshot's torch (same version; same CUDA when known):
+        harvested ones, else the reference builds of older releases (curated rows only)."""
         torch = self.s.torch
         if not known(torch):
             return ()
         version = public(torch)
-        same = [b for b in self.facts.torch_builds
+        same = [b for b in (*self.facts.torch_builds, *self.facts.reference_builds)
                 if b.version == version and b.platform == self.platform]
         cuda = self.s.torch_cuda
         if cuda is not UNKNOWN:

@@ -6,8 +6,11 @@ Input: the :class:`Context` the rules ran on. Output: the coverage notes; where 
 decide what was not judged, it is asked for (``ctx.need``). Ranges checked:
 
 - torch: a nightly, dev or local build (``2.1.0.dev20230519``, ``2.1.0a0+32f93b1``,
-  ``1.8.0+git1234``), a release older (or newer) than the matrix's torch builds, or a
+  ``1.8.0+git1234``), a release older (or newer) than the matrix's torch builds (the harvested
+  ones and, before them, the reference builds of 1.8 … 1.12 from curated rows), or a
   release / CUDA the matrix has no build of: the rules that look up its build did not run;
+  a reference build: what only its wheels would tell (headers, pins, Python tags) was not
+  judged; a build whose GPU arch list is unknown, with GPUs named: whether it runs on them;
 - the CUDA torch was built with, against the driver floors (curated/cuda.toml ``[[toolkit]]``,
   judged by rules_cuda.driver_too_old): a CUDA older than the first floor is a note;
 - nvcc older than the matrix's first toolkit (its host-compiler ceiling was not checked);
@@ -54,7 +57,7 @@ def _torch(ctx: Context, out: list[Coverage]) -> None:
     torch = ctx.s.torch
     if not known(torch):
         return
-    builds = ctx.facts.torch_builds
+    builds = (*ctx.facts.torch_builds, *ctx.facts.reference_builds)
     versions = sorted({b.version for b in builds}, key=dotted_key)
     span = f"{versions[0]} … {versions[-1]}" if versions else "none"
     why = _unreleased(torch)
@@ -78,8 +81,29 @@ def _torch(ctx: Context, out: list[Coverage]) -> None:
                             + ": the rules that look up its build (GPU archs, C++ ABI) were "
                             "not applied"))
     else:
+        _build(ctx, out)
         return
     if not known(ctx.s.torch_arch_list) and known(ctx.s.gpus) and ctx.s.gpus:
+        ctx.need(*_ARCH_LIST)
+
+
+def _build(ctx: Context, out: list[Coverage]) -> None:
+    """The snapshot's torch has a build in the matrix: what its facts leave unjudged."""
+    build = ctx.torch_build
+    if build in ctx.facts.reference_builds:
+        first = min((b.version for b in ctx.facts.torch_builds), key=dotted_key, default=None)
+        out.append(Coverage("torch", f"torch {ctx.s.torch} is older than the harvested torch "
+                            f"builds ({first} …): the matrix knows its CUDA builds and their GPU "
+                            "archs from curated rows (curated/torch.toml), not its wheels, so the "
+                            "rules that read a wheel (C++ standard, bundled NCCL, Python tags) "
+                            "were not applied"))
+    if build.cuda and build.archs is None and ctx.gpu_archs and \
+            not known(ctx.s.torch_arch_list):
+        why = build.archs_unknown or "no source in the matrix states it"
+        gpus = ", ".join(name for name, _ in ctx.gpu_archs)
+        out.append(Coverage("torch_arch_list", f"the GPU archs torch {ctx.s.torch} was compiled "
+                            f"for are not known ({why}): whether it runs on {gpus} was not "
+                            "judged"))
         ctx.need(*_ARCH_LIST)
 
 

@@ -9,6 +9,10 @@
   ``[[bundled_nccl]]`` row states them.
 - Pins of builds on PyTorch's own indexes that were not harvested come from curated
   ``[[index_builds]]`` rows (``pins_from = "curated"``; ``"unknown"`` when no row states them).
+- ``[[variants]]`` rows of releases older than every harvested one (1.8 … 1.12, which the harvest
+  does not reach) become *reference builds* instead: kept apart from the candidates
+  (``Facts.reference_builds``), with no Python tags or pins, the ``pypi`` variant as the
+  release's PyPI build, so that the doctor can judge an old report by their GPU archs.
 - The GPU archs each build was compiled for come from curated ``[[archs]]`` rows (or, where a
   row says the list could not be read, why it is unknown); the glibc a
   wheel really needs, where it is newer than its tag claims, from ``[[real_glibc]]``.
@@ -152,6 +156,29 @@ def _apply_variants(
                 )
                 have.add((version, cuda, platform))
     return out
+
+
+def reference_builds(doc: dict[str, Any], builds: list[TorchBuild]) -> list[TorchBuild]:
+    """The builds of ``[[variants]]`` rows whose release is older than every harvested build
+    (``builds``): the doctor's, never resolver candidates. Python tags, pins and headers are
+    not known (none was harvested); GPU archs and the real glibc come from the curated rows."""
+    first = min((b.version for b in builds), key=dotted_key, default=None)
+    out: list[TorchBuild] = []
+    for row in doc.get("variants", []):
+        version = str(row.get("torch", ""))
+        if first is None or dotted_key(version) >= dotted_key(first) or \
+                not str(row.get("source", "")).strip():
+            continue  # a harvested (or not yet harvested newer) release; no source: reported
+        for platform in row.get("platforms", ["linux-x86_64"]):
+            for cuda in row.get("cuda", []):
+                tag = "cu" + cuda.replace(".", "")
+                pypi = row.get("pypi") == cuda
+                out.append(TorchBuild(
+                    version=version, cuda=cuda, platform=platform, python=(), glibc=None,
+                    nccl=_bundled_nccl(doc, version), local=None if pypi else tag,
+                    index="pypi" if pypi else f"pytorch-{tag}", curated=True,
+                    sources=(Source(url=str(row["source"])),)))
+    return [_finish_build(doc, b, {}) for b in out]
 
 
 def driver_floors(doc: dict[str, Any]) -> dict[str, DriverFloor]:

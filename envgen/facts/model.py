@@ -253,6 +253,9 @@ class Facts:
     os_toolkits: dict[str, OsToolkit] = field(default_factory=dict)  # OS id → its toolkit
     driver_floors: dict[str, DriverFloor] = field(default_factory=dict)  # CUDA → its floor
     arch_renames: tuple[ArchRename, ...] = ()
+    # torch builds of releases older than every harvested one, known only from curated
+    # [[variants]] / [[archs]] rows: what the doctor judges old reports by; never candidates
+    reference_builds: tuple[TorchBuild, ...] = ()
 
     def arch_for(self, arch: str, cuda: str) -> tuple[str, ArchRename | None]:
         """``arch`` as CUDA ``cuda`` names it ("sm_101" → "sm_110" from 13.0 on), and the rename

@@ -22,7 +22,13 @@ from packaging.specifiers import InvalidSpecifier
 from packaging.version import InvalidVersion
 
 from envgen.errors import DataError, UsageError
-from envgen.facts.derive import apply_curated_torch, arch_renames, attach_drivers, driver_floors
+from envgen.facts.derive import (
+    apply_curated_torch,
+    arch_renames,
+    attach_drivers,
+    driver_floors,
+    reference_builds,
+)
 from envgen.facts.locate import CURATED, HARVESTED, OPTIONAL, OPTIONAL_HARVESTED, REGENERATE
 from envgen.facts.model import (
     CudaRule,
@@ -267,6 +273,9 @@ def _semantics(file: str, doc: dict, errors: list[SchemaError], problems: _Probl
     elif name == "torch.toml":
         for path, r in s.rows("variants"):
             s.version(r, path, "torch")
+            if "pypi" in r and r["pypi"] not in r.get("cuda", []):
+                s.problems.at(s.file, path, f"pypi {r['pypi']!r} is not one of its cuda "
+                              "variants", s.doc)
         for path, r in s.rows("index_glibc"):
             s.spec(r, path, "torch")
         for path, r in s.rows("bundled_nccl"):
@@ -487,10 +496,11 @@ def read_facts(matrix_dir: Path, harvested: Path,
     problems.raise_if_any(matrix_dir)
 
     try:
-        builds = apply_curated_torch(docs["torch.toml"], _torch_builds(
-            docs["torch.json"]["builds"]), problems)
+        harvested = _torch_builds(docs["torch.json"]["builds"])
+        builds = apply_curated_torch(docs["torch.toml"], harvested, problems)
         facts = Facts(
             torch_builds=tuple(builds),
+            reference_builds=tuple(reference_builds(docs["torch.toml"], harvested)),
             frameworks=tuple(_frameworks(docs["frameworks.json"]["releases"])),
             toolkits=attach_drivers(_toolkits(docs["cuda.json"]["toolkits"]),
                                     docs["cuda.toml"], problems),
