@@ -45,6 +45,8 @@ class PreflightRequest:
     size_mb: float = 16
     ifname: str | None = None
     frameworks: tuple[str, ...] = ()
+    launcher: str = "auto"  # a [[launcher]] id (matrix/curated/preflight.toml) or auto
+    exports: tuple[str, ...] = ()  # NAME or NAME=VALUE the launcher is told to pass (-x, --export)
     environ: Mapping[str, str] | None = field(default=None, compare=False)
 
 
@@ -64,6 +66,10 @@ def preflight(request: PreflightRequest, *, matrix: Matrix | None = None,
                    environ=environ, local=request.local)
     matrix = matrix or Matrix.locate()
     catalog = load_catalog(matrix.matrix_dir)
+    if request.launcher != "auto" and request.launcher not in catalog.launchers:
+        raise UsageError(f"--launcher {request.launcher}: not a launcher the preflight knows",
+                         hint=f"use auto or one of {', '.join(catalog.launchers)}",
+                         source="--launcher")
     forwarded = {k: v for k, v in environ.items() if _FORWARD.match(k)}
     if request.ifname:
         forwarded.update(GLOO_SOCKET_IFNAME=request.ifname, NCCL_SOCKET_IFNAME=request.ifname)
@@ -73,7 +79,10 @@ def preflight(request: PreflightRequest, *, matrix: Matrix | None = None,
         timeout=request.timeout, collective=request.collective,
         collective_timeout=request.collective_timeout, backend=request.backend,
         device=request.device, size_mb=request.size_mb, forwarded=forwarded,
-        frameworks=request.frameworks, ifname=request.ifname, environ=environ)
+        frameworks=request.frameworks, ifname=request.ifname, environ=environ,
+        launcher=request.launcher, listed=_listed(request.exports),
+        port_from="--master-port" if request.master_port is not None
+        else "MASTER_PORT" if environ.get("MASTER_PORT") else "default")
     return run(job, options, catalog, matrix.facts,
                doctor_catalog=load_doctor_catalog(matrix.matrix_dir),
                index_urls=matrix.index_urls(), progress=progress)
@@ -101,6 +110,19 @@ def _check(request: PreflightRequest) -> None:
         raise UsageError(f"--ifname {request.ifname!r}: not an interface name",
                          hint="give one interface name as `ip -br addr` lists it, e.g. eth0",
                          source="--ifname")
+
+
+def _listed(exports: tuple[str, ...]) -> dict[str, str | None]:
+    """--export NAME or NAME=VALUE, as mpirun -x and srun --export take them."""
+    out: dict[str, str | None] = {}
+    for item in exports:
+        name, eq, value = item.partition("=")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise UsageError(f"--export {item!r}: {name!r} is not a variable name",
+                             hint="give NAME or NAME=VALUE, as `mpirun -x` takes it",
+                             source="--export")
+        out[name] = value if eq else None
+    return out
 
 
 def _python(request: PreflightRequest, environ: dict[str, str]) -> str:

@@ -109,6 +109,15 @@ def register(sub, common: argparse.ArgumentParser) -> None:
                       "NCCL_SOCKET_IFNAME for every rank")
     what.add_argument("--framework", metavar="NAME", action="append", default=[],
                       help="judge each node's environment for this framework too")
+    launch = p.add_argument_group("the launcher (what it exports, the master it picks)")
+    launch.add_argument("--launcher", metavar="NAME", default="auto",
+                        help="the launcher the job will use: deepspeed (pdsh), "
+                        "deepspeed-openmpi, deepspeed-mvapich, deepspeed-slurm, torchrun, srun, "
+                        "mpirun; the checks and the collective run with what it exports and "
+                        "the master it picks (default auto: deepspeed for a hostfile)")
+    launch.add_argument("--export", metavar="NAME[=VALUE]", action="append", default=[],
+                        help="a variable the launcher is told to pass (mpirun -x NAME, srun "
+                        "--export=NAME); repeatable")
     p.set_defaults(func=run)
 
 
@@ -127,7 +136,9 @@ def run(args: argparse.Namespace, ctx: Context) -> int:
         timeout=args.timeout, collective=not args.no_collective,
         collective_timeout=args.collective_timeout, backend=args.backend, device=args.device,
         size_mb=args.size_mb, ifname=args.ifname,
-        frameworks=tuple(f.strip() for f in args.framework))
+        frameworks=tuple(f.strip() for f in args.framework),
+        launcher=validate.text(args.launcher, "--launcher", "--launcher"),
+        exports=tuple(validate.text(e, "--export", "--export") for e in args.export))
     try:
         result = preflight(req, matrix=ctx.matrix, progress=ctx.progress)
     except KeyboardInterrupt as exc:  # Ctrl-C / SIGTERM: what was found so far, then 130/143

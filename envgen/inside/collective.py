@@ -36,6 +36,11 @@ the timeout line and calls ``os._exit(3)``, so a hang is reported, never silent.
 every rank of this node checked ok. The same thread writes an empty line each second: once the
 preflight is gone (ssh killed), the write fails and the rank ends at once (exit 4).
 
+``--hold`` (and no other argument): import torch at once, print ``{"event": "ready"}``, then
+read one line from standard input — the arguments above as a JSON list — and run with them; an
+empty line or end-of-file ends it (exit 0). The preflight starts it this way on every node while
+it asks the nodes about themselves, so the ranks have torch imported when the all_reduce is due.
+
 ``--nproc N`` > 1 (NCCL: one process per GPU, CUDA device = local rank) forks N processes
 after importing torch (CUDA is first touched in the children; the program arrives on stdin,
 so there is no file to re-execute or for the "spawn" start method to import).
@@ -256,7 +261,32 @@ def _child(args: argparse.Namespace, local: int) -> None:
         os._exit(code)
 
 
-def main(argv) -> int:
+def held() -> int:
+    """``--hold``: torch imported first, then the arguments from one line of standard input."""
+    failed = None
+    try:
+        import torch
+        import torch.distributed as dist
+
+        if not dist.is_available():
+            raise ImportError(f"torch {torch.__version__} has no torch.distributed")
+    except Exception as exc:  # said per rank once the arguments (and so the ranks) are known
+        failed = exc
+    emit({"event": "ready", "ok": failed is None})
+    line = sys.stdin.readline()
+    if not line.strip():
+        return 0
+    argv = json.loads(line)
+    if failed is not None:
+        args = parse(argv)
+        for local in range(args.nproc):
+            emit({"event": "error", "rank": args.node_rank * args.nproc + local,
+                  "stage": "import", "error": short(failed)})
+        return 2
+    return main(argv)
+
+
+def parse(argv) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="collective.py")
     parser.add_argument("--master-addr", required=True)
     parser.add_argument("--master-port", type=int, required=True)
@@ -270,6 +300,13 @@ def main(argv) -> int:
     args = parser.parse_args(argv)
     if args.nproc < 1 or args.nnodes < 1 or args.iters < 1:
         parser.error("--nproc, --nnodes and --iters must be at least 1")
+    return args
+
+
+def main(argv) -> int:
+    if list(argv) == ["--hold"]:
+        return held()
+    args = parse(argv)
     ranks = [args.node_rank * args.nproc + local for local in range(args.nproc)]
     try:
         import torch

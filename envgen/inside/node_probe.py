@@ -360,7 +360,7 @@ def _port_range() -> object:
 
 
 HOSTNAME_I_SECONDS = 5
-TOOLS = ("python", "python3", "ninja", "deepspeed", "pdsh")
+TOOLS = ("python", "python3", "ninja", "deepspeed", "pdsh", "torchrun")
 
 
 def _hostname_i() -> dict:

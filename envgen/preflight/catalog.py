@@ -31,7 +31,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["FILE", "Catalog", "IfnameRules", "Kind", "SshError", "load_catalog"]
+__all__ = ["FILE", "Catalog", "IfnameRules", "Kind", "LauncherRule", "SshError", "load_catalog"]
 
 FILE = "curated/preflight.toml"
 SEVERITIES = ("error", "warning", "info")
@@ -56,6 +56,31 @@ class SshError:
     kind: str
     sample: str
     source: str
+
+
+@dataclass(frozen=True)
+class LauncherRule:
+    """One [[launcher]]: what a launcher does on the other nodes (the file's header says what
+    each field means)."""
+
+    id: str
+    name: str
+    forwards: str  # deepspeed | all | all+deepspeed | listed | none
+    master: str  # hostname-i | rank0-hostname-i | option | first-node
+    session: str  # ssh | caller
+    how_to_forward: str
+    source: str
+    adds: dict[str, str] = field(default_factory=dict)
+    adds_unless_set: bool = False
+    adds_when_several: dict[str, str] = field(default_factory=dict)  # more than one rank a node
+    listed_prefixes: tuple[str, ...] = ()
+    master_reads: tuple[str, ...] = ()
+    default_master_addr: str | None = None
+    fixed_port: int | None = None
+    interfaces: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    rank_vars: tuple[str, ...] = ()
+    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,6 +157,15 @@ class Catalog:
     hosts_fix: str
     sources: dict[str, str]  # section ("shm", "memlock", "ifname.nccl", ...) → its citation
     raw: dict[str, Any] = field(repr=False, default_factory=dict)
+    launchers: dict[str, LauncherRule] = field(default_factory=dict)  # [[launcher]] by id
+
+    def launcher(self, launcher_id: str) -> LauncherRule:
+        try:
+            return self.launchers[launcher_id]
+        except KeyError:
+            raise DataError(f"{FILE} has no [[launcher]] {launcher_id!r}",
+                            hint=f"add it to {FILE} or choose one of "
+                            f"{', '.join(self.launchers) or '(none)'}") from None
 
     def kind(self, kind_id: str) -> Kind:
         try:
@@ -271,6 +305,24 @@ def _nccl_settings(path: Path, doc: dict) -> dict[str, str]:
     return out
 
 
+def _launchers(path: Path, doc: dict) -> dict[str, LauncherRule]:
+    out: dict[str, LauncherRule] = {}
+    for i, row in enumerate(doc.get("launcher", ())):
+        if row["id"] in out:
+            raise DataError(f"{path}: launcher[{i}] repeats id {row['id']!r}",
+                            hint="every [[launcher]] id must be unique")
+        tuples = {k: tuple(row.get(k, ())) for k in ("listed_prefixes", "master_reads",
+                                                      "interfaces", "needs", "rank_vars")}
+        out[row["id"]] = LauncherRule(
+            id=row["id"], name=row["name"], forwards=row["forwards"], master=row["master"],
+            session=row["session"], how_to_forward=row["how_to_forward"], source=row["source"],
+            adds=dict(row.get("adds", {})), adds_unless_set=row.get("adds_unless_set", False),
+            adds_when_several=dict(row.get("adds_when_several", {})),
+            default_master_addr=row.get("default_master_addr"),
+            fixed_port=row.get("fixed_port"), note=row.get("note", ""), **tuples)
+    return out
+
+
 def _loopback(path: Path, trap: dict) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
     try:
         network = ipaddress.ip_network(trap["loopback_network"])
@@ -332,4 +384,4 @@ def load_catalog(matrix_dir: Path) -> Catalog:
                  "ifname.nccl": ifn["nccl_source"], "ifname.gloo": ifn["gloo_source"],
                  **({"ifname.tp": ifn["tp_source"]} if "tp_source" in ifn else {}),
                  "deepspeed_runner": ds["source"], "hosts_trap": trap["source"]},
-        raw=doc)
+        raw=doc, launchers=_launchers(path, doc))

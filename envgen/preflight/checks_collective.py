@@ -25,7 +25,8 @@ __all__ = ["collective_findings", "doomed", "explain", "run_checked"]
 
 _DOOMING = ("ifname-missing", "ifname-unreaching", "hostname-loopback", "name-loopback",
             "master-unreachable", "master-port-blocked", "master-port-taken",
-            "deepspeed-env-line", "host-unresolved", "port-dropped")
+            "deepspeed-env-line", "host-unresolved", "port-dropped", "launcher-master-loopback",
+            "launcher-needs")
 _BACKEND_VARS = {"gloo": ("GLOO_SOCKET_IFNAME",), "nccl": ("NCCL_SOCKET_IFNAME",)}
 
 
@@ -43,7 +44,11 @@ def doomed(findings: list[Finding], backend: str) -> Finding | None:
 def run_checked(catalog, job: Job, options: Options, runners: dict[str, Runner],
                 names: list[str], status: dict[str, str], snaps: dict, master_addr: str,
                 mode: str, findings: list[Finding], exported: dict[str, str],
-                progress: Callable[[str], None]) -> Any:
+                progress: Callable[[str], None], *, port: int | None = None,
+                warm: dict[str, Any] | None = None) -> Any:
+    """The all_reduce across ``names`` at ``master_addr``:``port`` (the job's port when None)
+    with the launcher's variables, or None with a check-skipped finding saying why not;
+    ``warm``: node → its rank started ahead (collective.prewarm), used instead of a new one."""
     from envgen.preflight.collective import run_collective
 
     if options.local:
@@ -79,9 +84,9 @@ def run_checked(catalog, job: Job, options: Options, runners: dict[str, Runner],
     world = len(names) * nproc
     progress(f"running a {backend} all_reduce across {world} rank(s) on {len(names)} node(s)")
     result = run_collective([runners[n] for n in names], master_addr=master_addr,
-                            master_port=job.master_port, backend=backend,
-                            timeout=options.collective_timeout, nproc=nproc,
-                            size_mb=options.size_mb, env=exported)
+                            master_port=job.master_port if port is None else port,
+                            backend=backend, timeout=options.collective_timeout, nproc=nproc,
+                            size_mb=options.size_mb, env=exported, warm=warm)
     findings.extend(collective_findings(catalog, result))
     return result
 

@@ -18,7 +18,8 @@ from envgen.errors import UsageError
 from envgen.shellcmd import command, ssh
 from envgen.userfile import read_text
 
-__all__ = ["deepspeed_env_file", "not_forwarded", "session_path", "view_finding"]
+__all__ = ["deepspeed_env_file", "not_carried", "not_forwarded", "session_path",
+           "view_finding"]
 
 
 def deepspeed_env_file(catalog, environ: Mapping[str, str], cwd: Path,
@@ -66,6 +67,32 @@ def not_forwarded(catalog, exported: Mapping[str, str], environ: Mapping[str, st
     return out
 
 
+def not_carried(catalog, rule, dropped: Mapping[str, str]) -> list[Finding]:
+    """One env-not-forwarded finding per variable of this shell (NCCL_*, GLOO_*, TORCH_NCCL_*,
+    TP_SOCKET_IFNAME) that ``rule``'s launcher (a catalog LauncherRule) does not carry to the
+    ranks: the preflight ran without it, as the launch will."""
+    out = []
+    for var in sorted(dropped):
+        value = dropped[var]
+        out.append(catalog.finding(
+            "env-not-forwarded",
+            f"{var}={value} is set here, but {rule.name} does not carry it to the ranks "
+            f"({_carries(rule)}): no rank will have it, so the preflight ran its checks and "
+            "its collective without it, as the launch will run",
+            {"variable": var, "value": value, "launcher": rule.id},
+            rule.how_to_forward.format(var=var, value=value), None))
+    return out
+
+
+def _carries(rule) -> str:
+    return {"none": "it takes nothing from the launching node; each node's torchrun has that "
+                    "node's environment",
+            "listed": "only the variables named to it"
+                      + (f" and {', '.join(p + '*' for p in rule.listed_prefixes)}"
+                         if rule.listed_prefixes else ""),
+            }.get(rule.forwards, "see its record")
+
+
 def _append(line: str, name: str) -> str | None:
     """The command that adds ``line`` to ``~/NAME``, the line one quoted word (printf where
     echo might read a backslash in it); None for a line no command can write as one line."""
@@ -76,7 +103,7 @@ def _append(line: str, name: str) -> str | None:
 
 
 # what a rank or the launcher starts by name, looked up on the session's PATH
-_BY_NAME = ("ninja", "deepspeed", "python", "python3")
+_BY_NAME = ("ninja", "deepspeed", "torchrun", "python", "python3")
 
 
 def session_path(catalog, facts: dict[str, dict], python: str,
@@ -127,8 +154,8 @@ def session_path(catalog, facts: dict[str, dict], python: str,
 
 def view_finding(catalog, view, *, exported: Mapping[str, str], master: str | None,
                  master_said: str | None) -> Finding:
-    """launcher-view (info): what the launcher will export and which master address it uses,
-    with where each comes from."""
+    """launcher-view (info): what the launcher will export, which master address and port the
+    ranks use, the environment they start in — with where each comes from."""
     from envgen.validate import shown
 
     items = [f"{k}={shown(v)[:120]} ({view.origins.get(k, 'this preflight')})"
@@ -136,8 +163,12 @@ def view_finding(catalog, view, *, exported: Mapping[str, str], master: str | No
     said = "; ".join(items) if items else "nothing"
     files = ", ".join(view.files) if view.files else f"no {catalog.deepspeed_env_file} found"
     where = f"; master address {master} ({master_said})" if master else ""
+    more = "".join(f"; {part}" for part in (
+        f"the ranks start in {view.session}" if view.session else "",
+        f"they read their rank from {', '.join(view.rank_vars)}" if view.rank_vars else "",
+        *view.notes) if part)
     return catalog.finding(
         "launcher-view",
-        f"{view.launcher or 'the launch'} exports to every rank: {said} [{files}]{where}; the "
-        "checks and the collective below ran with exactly these",
+        f"{view.launcher or 'the launch'} exports to every rank: {said} [{files}]{where}{more}; "
+        "the checks and the collective below ran with exactly these",
         view.to_dict() | {"exported": dict(exported)}, "", None)

@@ -32,7 +32,7 @@ from envgen.preflight import remote
 from envgen.workers import run_all
 
 __all__ = ["DEFAULT_GRACE", "DEFAULT_ITERS", "DEFAULT_SIZE_MB", "STAGES", "CollectiveResult",
-           "NodeRun", "RankResult", "run_collective", "summarise"]
+           "NodeRun", "RankResult", "prewarm", "run_collective", "summarise"]
 
 # how far a rank got: the events of collective.py, in order ("none": it printed nothing)
 STAGES = ("none", "start", "rendezvous", "check", "bandwidth")
@@ -236,13 +236,28 @@ def summarise(runs: Sequence[NodeRun], *, backend: str, nproc: int = 1, seconds:
 # ---------------------------------------------------------------- process control
 
 
+def prewarm(runners: Sequence[remote.Runner], *,
+            env: Mapping[str, str] | None = None) -> dict[str, remote.Running]:
+    """Start collective.py ``--hold`` on every runner (node → its program): each imports torch
+    with the launch's variables ``env`` and waits for :func:`run_collective` to give it its
+    arguments, so that importing torch overlaps the preflight's other steps. A program that is
+    not used must be ended (:meth:`~envgen.preflight.remote.Running.stop`)."""
+    text = remote.program("collective.py")
+    return {r.node: r.start(text, ["--hold"], env=env, hold=True) for r in runners}
+
+
 def run_collective(runners: Sequence[remote.Runner], *, master_addr: str, master_port: int,
                    backend: str, timeout: float, nproc: int = 1,
                    size_mb: int = DEFAULT_SIZE_MB, iters: int = DEFAULT_ITERS,
                    env: Mapping[str, str] | None = None,
-                   grace: float = DEFAULT_GRACE) -> CollectiveResult:
-    """Start collective.py on every runner at once (runner i is node-rank i), wait up to
-    ``timeout + grace`` seconds, kill what is left, and :func:`summarise` what they printed."""
+                   grace: float = DEFAULT_GRACE,
+                   warm: Mapping[str, remote.Running] | None = None) -> CollectiveResult:
+    """Start collective.py on every runner at once (runner i is node-rank i) — or give the
+    programs :func:`prewarm` started (``warm``, node → program; ``env`` was theirs) their
+    arguments — wait up to ``timeout + grace`` seconds, kill what is left, and
+    :func:`summarise` what they printed."""
+    import json
+
     text = remote.program("collective.py")
     nnodes = len(runners)
     t0 = time.monotonic()
@@ -254,6 +269,11 @@ def run_collective(runners: Sequence[remote.Runner], *, master_addr: str, master
                 "--node-rank", str(i), "--nnodes", str(nnodes), "--nproc", str(nproc),
                 "--backend", backend, "--timeout", f"{timeout:g}", "--size-mb", str(size_mb),
                 "--iters", str(iters)]
+        held = (warm or {}).get(runner.node)
+        if held is not None:
+            held.send(json.dumps(argv))  # one that ended already says why in its output
+            started.append((runner, held))
+            continue
         try:
             started.append((runner, runner.start(text, argv, env=env)))
         except Exception as exc:  # the runner could not even start its program

@@ -65,13 +65,22 @@ class LauncherView:
     lines: tuple[EnvLine, ...] = ()
     master_addr: str | None = None
     master_from: str | None = None
+    id: str | None = None  # the [[launcher]] id (None: no launcher was named or known)
+    session: str | None = None  # the environment the ranks start in
+    rank_vars: tuple[str, ...] = ()  # where the ranks read their rank and world size
+    notes: tuple[str, ...] = ()
+    master_port: int | None = None
+    interpreter: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"launcher": self.launcher, "exports": dict(self.exports),
+        return {"launcher": self.launcher, "id": self.id, "exports": dict(self.exports),
                 "origins": dict(self.origins), "files": list(self.files),
                 "problems": [{"path": ln.path, "line": ln.line, "text": ln.text,
                               "problem": ln.problem} for ln in self.lines if ln.problem],
-                "master_addr": self.master_addr, "master_from": self.master_from}
+                "master_addr": self.master_addr, "master_port": self.master_port,
+                "master_from": self.master_from, "session": self.session,
+                "interpreter": self.interpreter, "rank_vars": list(self.rank_vars),
+                "notes": list(self.notes)}
 
 
 def _read_line(path: str, number: int, raw: str) -> EnvLine:
@@ -149,7 +158,8 @@ def deepspeed_view(catalog, environ: Mapping[str, str], *, cwd: Path, home: Path
                 continue
             exports[ln.key] = ln.value or ""
             origins[ln.key] = ln.where()
-    return LauncherView("deepspeed (pdsh)", exports, origins, tuple(files), tuple(lines))
+    return LauncherView("deepspeed (pdsh)", exports, origins, tuple(files), tuple(lines),
+                        id="deepspeed", session="each node's non-interactive SSH session (pdsh)")
 
 
 def master_from(hostname_i: Mapping[str, Any] | None) -> tuple[str | None, str]:

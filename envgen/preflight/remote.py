@@ -15,6 +15,7 @@ instead of prompting) with a bounded connect time and keep-alives, under the use
 from __future__ import annotations
 
 import base64
+import contextlib
 import io
 import json
 import os
@@ -55,6 +56,12 @@ try:
 finally:
     shutil.rmtree(_d, ignore_errors=True)
 '''
+
+
+# a held program (Runner.start(hold=True)): the first line of standard input is the program text
+# in base64; the rest of standard input stays open for the lines the caller sends it later
+_HOLD = ("import base64,sys;exec(compile(base64.b64decode(sys.stdin.readline()),"
+         "'<envgen>','exec'))")
 
 
 def program(main: str, *extra: str) -> str:
@@ -171,6 +178,24 @@ class Running:
         self.stop()
         return self.wait(5)
 
+    def send(self, line: str) -> bool:
+        """One line to a held program's standard input (Runner.start(hold=True)); False when it
+        can no longer be written (the program or its ssh has ended)."""
+        if self.proc is None or self.proc.stdin is None or self.proc.stdin.closed:
+            return False
+        try:
+            self.proc.stdin.write(line.rstrip("\n") + "\n")
+            self.proc.stdin.flush()
+            return True
+        except (BrokenPipeError, OSError, ValueError):
+            return False
+
+    def close_input(self) -> None:
+        """End a held program's standard input (it reads end-of-file)."""
+        if self.proc is not None and self.proc.stdin is not None:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                self.proc.stdin.close()
+
     def stop(self) -> None:
         """Kill it and its process group now, if it still runs (an interrupt, a deadline)."""
         if self.proc is not None and self.proc.poll() is None:
@@ -191,8 +216,14 @@ class Runner:
     node: str
     python: str
 
-    def command(self, argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
+    def command(self, argv: Sequence[str], env: Mapping[str, str] | None, *,
+                hold: bool = False) -> list[str]:
         raise NotImplementedError
+
+    def interpreter(self, hold: bool = False) -> list[str]:
+        """``PYTHON -`` (the program on standard input), or for a held program ``PYTHON -c
+        BOOT`` (its first line of input is the program, the rest stays open)."""
+        return [self.python, "-c", _HOLD] if hold else [self.python, "-"]
 
     def popen_env(self, env: Mapping[str, str] | None) -> dict[str, str] | None:
         return None
@@ -201,16 +232,22 @@ class Runner:
         raise NotImplementedError
 
     def start(self, program_text: str, argv: Sequence[str], *,
-              env: Mapping[str, str] | None = None) -> Running:
+              env: Mapping[str, str] | None = None, hold: bool = False) -> Running:
+        """Start the program; ``hold``: keep its standard input open for :meth:`Running.send`
+        (it reads lines from ``sys.stdin`` after its start)."""
         try:
-            proc = popen(self.command(argv, env), stdin=subprocess.PIPE,
+            proc = popen(self.command(argv, env, hold=hold), stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          errors="replace", env=self.popen_env(env))
         except OSError as exc:
             return Running(self.node, None, error=f"{self.describe()}: {exc.strerror or exc}")
         try:
-            proc.stdin.write(program_text)
-            proc.stdin.close()
+            if hold:
+                proc.stdin.write(base64.b64encode(program_text.encode()).decode() + "\n")
+                proc.stdin.flush()
+            else:
+                proc.stdin.write(program_text)
+                proc.stdin.close()
         except (BrokenPipeError, OSError):
             pass  # it ended before reading: its stderr says why
         return Running(self.node, proc)
@@ -231,8 +268,9 @@ class LocalRunner(Runner):
         self.node, self.python = node, python
         self._environ = dict(os.environ if environ is None else environ)
 
-    def command(self, argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
-        return [self.python, "-", *argv]
+    def command(self, argv: Sequence[str], env: Mapping[str, str] | None, *,
+                hold: bool = False) -> list[str]:
+        return [*self.interpreter(hold), *argv]
 
     def popen_env(self, env: Mapping[str, str] | None) -> dict[str, str]:
         return {**self._environ, **(env or {})}
@@ -246,11 +284,12 @@ class SSHRunner(Runner):
     env K=V PYTHON - ARGV`` (the user's ssh config, keys and agent apply)."""
 
     def __init__(self, node: str, python: str, *, connect_timeout: float = 10,
-                 ssh: str = "ssh", options: Sequence[str] = ()):
+                 ssh: str = "ssh", options: Sequence[str] = (), control: str | None = None):
         self.node, self.python = node, python
         self.connect_timeout = connect_timeout
         self.ssh = ssh
         self.options = tuple(options)
+        self.control = control  # a master connection's socket (envgen.preflight.mux)
 
     def base(self) -> list[str]:
         """The ssh command up to (and including) the node name."""
@@ -259,10 +298,14 @@ class SSHRunner(Runner):
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
                 *self.options, self.node]
 
-    def command(self, argv: Sequence[str], env: Mapping[str, str] | None) -> list[str]:
+    def command(self, argv: Sequence[str], env: Mapping[str, str] | None, *,
+                hold: bool = False) -> list[str]:
         words = ["env", *_env_words(env)] if env else []
-        remote = " ".join(shlex.quote(w) for w in [*words, self.python, "-", *argv])
-        return [*self.base(), "--", remote]
+        remote = " ".join(shlex.quote(w) for w in [*words, *self.interpreter(hold), *argv])
+        shared = ["-o", "ControlMaster=no", "-o", f"ControlPath={self.control}"] \
+            if self.control else []
+        base = self.base()
+        return [*base[:-1], *shared, base[-1], "--", remote]
 
     def describe(self) -> str:
         return " ".join(shlex.quote(w) for w in self.base())

@@ -39,6 +39,9 @@ class Options:
     # .deepspeed_env (DS_ENV_FILE; ~ and .)
     environ: dict[str, str] = field(default_factory=dict)
     cwd: Path | None = None
+    launcher: str = "auto"  # a [[launcher]] id of the catalog, or auto (DeepSpeed's for a hostfile)
+    listed: dict[str, str | None] = field(default_factory=dict)  # --export NAME[=VALUE]
+    port_from: str = "default"  # where the job's port came from: --master-port, MASTER_PORT
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,8 @@ class State:
     mode: str = "cpu"
     step: str = "launcher variables"
     view: LauncherView | None = None
+    rule: Any = None  # the launcher's [[launcher]] record (catalog.LauncherRule) or None
+    warm: dict[str, Any] = field(default_factory=dict)  # node → the rank started ahead
     clock: float = field(default_factory=time.monotonic)
 
     def lap(self, name: str) -> None:

@@ -25,7 +25,17 @@ from envgen.preflight import (
     checks_network,
 )
 from envgen.preflight.checks_collective import collective_findings, explain, run_checked
-from envgen.preflight.launcher_view import deepspeed_view, env_file_findings, master_from
+from envgen.preflight.collective import prewarm
+from envgen.preflight.launcher_view import deepspeed_view, env_file_findings
+from envgen.preflight.launchers import (
+    interface_findings,
+    launch_port,
+    launcher_view,
+    master_choice,
+    needs_findings,
+    with_master,
+)
+from envgen.preflight.mux import Multiplex, shares
 from envgen.preflight.nodes import Job
 from envgen.preflight.remote import LocalRunner, Runner, SSHRunner
 from envgen.preflight.result import NodeReport, Options, PreflightResult, State
@@ -37,54 +47,71 @@ __all__ = ["NodeReport", "Options", "PreflightResult", "collective_findings", "e
            "preflight"]
 
 
-def _runners(nodes: list[str], options: Options) -> dict[str, Runner]:
+def _runners(nodes: list[str], options: Options,
+             shared: dict[str, str] | None = None) -> dict[str, Runner]:
     if options.local:
         return {n: LocalRunner(n, options.python) for n in nodes}
     return {n: SSHRunner(n, options.python, connect_timeout=options.connect_timeout,
-                         ssh=options.ssh, options=options.ssh_options) for n in nodes}
-
+                         ssh=options.ssh, options=options.ssh_options,
+                         control=(shared or {}).get(n)) for n in nodes}
 
 
 def preflight(job: Job, options: Options, catalog, facts_db=None, *, doctor_catalog=None,
               index_urls=None,
               progress: Callable[[str], None] = lambda _m: None) -> PreflightResult:
     """The checks of ``job``, in order. An interrupt (Ctrl-C, SIGTERM) propagates at once
-    with the result so far on the exception's ``partial`` attribute (the CLI prints it)."""
+    with the result so far on the exception's ``partial`` attribute (the CLI prints it).
+    Every node's steps share one SSH connection (mux.py), closed at the end."""
     st = State(job, options)
+    mux = None if options.local or not shares(options.ssh) else Multiplex(
+        options.ssh, options.ssh_options, options.connect_timeout)
     try:
-        return _preflight(st, catalog, facts_db, doctor_catalog, index_urls, progress)
+        return _preflight(st, catalog, facts_db, doctor_catalog, index_urls, progress, mux)
     except KeyboardInterrupt as exc:
         from envgen.proc import kill_all
 
         kill_all()  # the steps' programs, whichever thread waits on them
         exc.partial = st.result(interrupted=st.step)  # type: ignore[attr-defined]
         raise
+    finally:
+        for running in st.warm.values():  # ranks started ahead that the collective did not use
+            running.stop()
+        if mux is not None:
+            mux.close()
 
 
 def _deepspeed_launch(job: Job, options: Options) -> bool:
-    """Whether DeepSpeed's multi-node runner launches this job: a hostfile of several nodes
-    checked from the launching node (its default launcher, pdsh)."""
+    """Whether DeepSpeed's multi-node runner launches this job when no launcher is named: a
+    hostfile of several nodes checked from the launching node (its default launcher, pdsh)."""
     return not options.local and len(job.nodes) > 1 and job.source.startswith("hostfile")
 
 
 def _exports(st: State, catalog) -> dict[str, str]:
     """The variables every rank will have from the launcher, as the checks and the collective
-    use them: DeepSpeed's exports exactly for a DeepSpeed launch (plus --ifname's); else
-    this shell's NCCL_/GLOO_/TORCH_NCCL_ variables and the lines of a .deepspeed_env."""
+    use them: the named launcher's exports exactly (``--launcher``; DeepSpeed's for a hostfile
+    when none is named), plus --ifname's; else this shell's NCCL_/GLOO_/TORCH_NCCL_ variables
+    and the lines of a .deepspeed_env."""
     options = st.options
-    st.view = deepspeed_view(catalog, options.environ, cwd=options.cwd or Path.cwd(),
-                             home=Path(options.environ.get("HOME") or Path.home()))
+    cwd, home = options.cwd or Path.cwd(), Path(options.environ.get("HOME") or Path.home())
     asked = {}
     if options.ifname:
         asked = {"GLOO_SOCKET_IFNAME": options.ifname, "NCCL_SOCKET_IFNAME": options.ifname}
-    if _deepspeed_launch(st.job, options):
+    launcher = options.launcher
+    if launcher == "auto" and _deepspeed_launch(st.job, options):
+        launcher = "deepspeed"
+    if launcher != "auto":
+        st.rule = catalog.launcher(launcher)
+        several = any((n.slots or 1) > 1 for n in st.job.nodes)
+        st.view = launcher_view(catalog, st.rule, options.environ, cwd=cwd, home=home,
+                                listed=options.listed, several=several)
         exported = {**st.view.exports, **asked}
     else:
+        st.view = deepspeed_view(catalog, options.environ, cwd=cwd, home=home)
         files = {k: v for k, v in st.view.exports.items()
                  if " line " in st.view.origins.get(k, "")}
         exported = {**options.forwarded, **files, **asked}
-        st.view = replace(st.view, launcher="the launch (this shell's NCCL_/GLOO_/TORCH_NCCL_ "
-                          "variables and the lines of .deepspeed_env)")
+        st.view = replace(st.view, id=None, launcher="the launch (this shell's NCCL_/GLOO_/"
+                          "TORCH_NCCL_ variables and the lines of .deepspeed_env)")
         for k in options.forwarded:
             st.view.origins.setdefault(k, "this shell")
     for k in asked:
@@ -92,8 +119,49 @@ def _exports(st: State, catalog) -> dict[str, str]:
     return exported
 
 
+def _master(st: State, catalog, names: list[str], exported: dict[str, str],
+            ) -> tuple[str, int, str | None, tuple[str, ...]]:
+    """(the master address the ranks will use, its port, how the launcher picked it or None,
+    the other addresses `hostname -I` offered); the launcher's findings when it cannot work."""
+    job, rule, facts = st.job, st.rule, st.facts
+    master_addr = job.master_addr or names[0]
+    if rule is None or len(names) < 2:
+        return master_addr, job.master_port, None, ()
+    first = names[0]
+    addr, port, said, why = master_choice(
+        rule, first=first, first_facts=facts.get(first), master_addr=master_addr,
+        master_from=job.master_from, port=job.master_port, port_from=st.options.port_from,
+        environ=st.options.environ, exported=exported)
+    st.view = with_master(st.view, addr, said, port)
+    if why and rule.master == "option":
+        st.findings.append(catalog.finding(
+            "launcher-master-loopback",
+            f"{rule.name}: every node's torchrun would rendezvous at {addr} ({why}): each node "
+            "connects to itself and node 0's store waits for the others until it times out",
+            {"master_addr": addr, "why": why, "launcher": rule.id},
+            f"start torchrun on every node with `--master-addr {master_addr} --master-port "
+            f"{port}` (and give --master-addr {master_addr} here)", None))
+        return master_addr, port, None, ()
+    if addr is None:
+        if first in facts:
+            st.findings.append(catalog.finding(
+                "master-unreachable",
+                f"{rule.name} cannot pick a master address: it takes the first word of "
+                f"`hostname -I` on {first}, which gave: {why}",
+                {"node": first, "hostname_i": facts[first].get("hostname_i")},
+                "pass the master's address to the launcher: `deepspeed --master_addr ADDR "
+                "...` (and --master-addr ADDR here)", ssh(first, "hostname", "-I")))
+        return master_addr, port, None, ()
+    candidates = ()
+    if rule.master in ("hostname-i", "rank0-hostname-i"):
+        words = (facts[first].get("hostname_i") or {}).get("stdout", "").split()
+        candidates = tuple(words[1:])
+    return addr, port, said if addr != master_addr or rule.master != "first-node" else None, \
+        candidates
+
+
 def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
-               progress: Callable[[str], None]) -> PreflightResult:
+               progress: Callable[[str], None], mux: Multiplex | None) -> PreflightResult:
     from envgen.errors import UsageError
 
     job, options, findings = st.job, st.options, st.findings
@@ -121,13 +189,21 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
                 status[n], problem[n] = "unresolved", "host-unresolved"
         st.lap("names")
     live = [n for n in names if status[n] == "ok"]
-    runners = _runners(live, options)
+    shared = mux.open(live) if mux is not None else {}
+    runners = _runners(live, options, shared)
+    caller = st.rule is not None and st.rule.session == "caller"
+    if options.collective and not options.local and len(live) == len(names) > 1:
+        # the ranks import torch while the nodes are asked about themselves
+        st.warm = prewarm([runners[n] for n in names], env=exported)
 
     st.step = "asking the nodes about themselves"
     progress(f"asking {len(live)} node(s) about themselves and their environment"
              + ("" if options.local else " over SSH"))
     facts, snaps = st.facts, st.snaps
-    replies, snap_replies = ask_nodes(st, catalog, runners, live, lookups, master_addr)
+    port = job.master_port if st.rule is None or len(names) < 2 else launch_port(
+        st.rule, port=job.master_port, port_from=options.port_from, environ=options.environ)[0]
+    replies, snap_replies = ask_nodes(st, catalog, runners, live, lookups, master_addr, port,
+                                      env=exported if caller else None)
     for n, reply in replies.items():
         st.seconds[n] = reply.outcome.seconds
         if reply.ok:
@@ -145,35 +221,19 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
                          source="--ifname")
 
     multi = len(names) > 1
-    # DeepSpeed's runner: with no --master_addr, the first word of `hostname -I` on the
-    # first host (runner.py L495-L515, matrix/curated/preflight.toml [[kind]] launcher-view)
-    picked, candidates = None, ()
-    if _deepspeed_launch(job, options) and job.master_from == "first node":
-        first = names[0]
-        if first in facts:
-            addr, said = master_from(facts[first].get("hostname_i"))
-            if addr:
-                picked = (f"the first word of `hostname -I` on {first}, as DeepSpeed's runner "
-                          f"picks it: {said}")
-                master_addr = addr
-                candidates = tuple(said.split()[1:])
-            else:
-                findings.append(catalog.finding(
-                    "master-unreachable",
-                    f"DeepSpeed's runner cannot pick a master address: it takes the first word "
-                    f"of `hostname -I` on {first}, which gave: {said}",
-                    {"node": first, "hostname_i": facts[first].get("hostname_i")},
-                    "pass the master's address to the launcher: `deepspeed --master_addr ADDR "
-                    "...` (and --master-addr ADDR here)", ssh(first, "hostname", "-I")))
+    master_addr, port, picked, candidates = _master(st, catalog, names, exported)
     ifname_set = any(v in exported for v in checks_network.IFNAME_VARS) or any(
         v in (d.get("env") or {}) for d in facts.values() for v in checks_network.IFNAME_VARS)
     findings += checks_names.from_nodes(catalog, facts, lookups, multi_node=multi,
                                         ifname_set=ifname_set, master=master_addr)
-    if not options.local:
+    if not options.local and not caller:
         findings += checks_launcher.session_path(catalog, facts, options.python, exported)
     st.lap("names from every node")
 
     judge_snapshots(st, catalog, snap_replies, facts_db, doctor_catalog, index_urls)
+    if st.rule is not None and multi:
+        findings += needs_findings(catalog, st.rule, snaps)
+        findings += interface_findings(catalog, st.rule, facts)
     st.lap("same environment")
 
     st.step = "network settings"
@@ -181,12 +241,14 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
     net, chosen = checks_network.settings(catalog, {n: facts[n] for n in reachable}, exported,
                                           mode=st.mode, origins=st.view.origins)
     findings += net
-    if multi and job.source.startswith("hostfile"):  # DeepSpeed's runner will launch it
+    dropped = {k: v for k, v in options.forwarded.items() if k not in exported}
+    if multi and st.rule is not None and st.rule.forwards == "deepspeed":
         findings += checks_launcher.not_forwarded(
-            catalog, {k: v for k, v in options.forwarded.items() if k not in exported},
-            options.environ, cwd=options.cwd or Path.cwd(),
+            catalog, dropped, options.environ, cwd=options.cwd or Path.cwd(),
             home=Path(options.environ.get("HOME") or Path.home()))
-    if _deepspeed_launch(job, options) or st.view.files:
+    elif multi and st.rule is not None:
+        findings += checks_launcher.not_carried(catalog, st.rule, dropped)
+    if st.rule is not None or st.view.files:
         findings.append(checks_launcher.view_finding(
             catalog, st.view, exported=exported, master=master_addr if picked else None,
             master_said=picked))
@@ -198,11 +260,11 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
     st.master = master
     port_ok = True
     if master is not None:
-        taken = checks_master.port_taken(catalog, master, job.master_port, facts[master])
+        taken = checks_master.port_taken(catalog, master, port, facts[master])
         if taken:
             findings.append(taken)
             port_ok = False
-        early = checks_master.port_ephemeral(catalog, master, job.master_port, facts[master])
+        early = checks_master.port_ephemeral(catalog, master, port, facts[master])
         if early:
             findings.append(early)
     if options.local:
@@ -214,11 +276,11 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
             {"master_addr": master_addr}, "run the preflight with the master among the nodes "
             "(the first hostfile line, or --master-addr naming one of them)", None))
     elif port_ok:
-        progress(f"testing {master_addr}:{job.master_port} with a listener on {master}")
+        progress(f"testing {master_addr}:{port} with a listener on {master}")
         sources = {n: next(iter(chosen.get(n, {}).values()), None) for n in reachable}
         check = checks_master.reach(
             catalog, runners[master], [runners[n] for n in reachable], master_addr=master_addr,
-            port=job.master_port, sources=sources, timeout=options.connect_timeout + 10,
+            port=port, sources=sources, timeout=options.connect_timeout + 10,
             listen_seconds=options.connect_timeout * 2 + 30, picked=picked,
             facts={n: facts[n] for n in reachable}, candidates=candidates)
         findings += check.findings
@@ -226,9 +288,9 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
             status[n], problem[n] = "lost", "node-lost"
         if any(f.kind == "master-port-blocked" for f in check.findings):
             st.step = "tracing the blocked port pairwise"
-            progress(f"tracing port {job.master_port} pairwise between the nodes")
+            progress(f"tracing port {port} pairwise between the nodes")
             traced = _trace(catalog, runners, [n for n in reachable if status[n] == "ok"],
-                            job.master_port, f"MASTER_PORT {job.master_port}", options)
+                            port, f"MASTER_PORT {port}", options)
             if any(f.evidence.get("node") for f in traced):  # one node named: it replaces
                 findings[:] = [f for f in findings if f.kind != "master-port-blocked"]
             findings += traced
@@ -237,7 +299,9 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
     if options.collective:
         st.step = "the collective"
         st.collective = run_checked(catalog, job, options, runners, names, status, snaps,
-                                    master_addr, st.mode, findings, exported, progress)
+                                    master_addr, st.mode, findings, exported, progress,
+                                    port=port, warm=st.warm)
+        st.warm = {}
         st.lap("collective")
         if st.collective is not None and not st.collective.ok:
             st.step = "tracing the collective's ports pairwise"
@@ -248,7 +312,6 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
             st.lap("pairwise ports")
     st.step = "the end"
     return st.result()
-
 
 
 def _trace(catalog, runners: dict[str, Runner], nodes: list[str], port: int, what: str,

@@ -73,9 +73,12 @@ def _snapshot(doc: dict, facts: dict | None, node: str) -> Any:
 
 
 def ask_nodes(st: State, catalog, runners: dict[str, Runner], live: list[str],
-               lookups: list[str], master_addr: str) -> tuple[dict, dict]:
+              lookups: list[str], master_addr: str, port: int, *,
+              env: dict[str, str] | None = None) -> tuple[dict, dict]:
     """Each node's facts and its doctor snapshot, both steps on every node at once (the
-    snapshot of a node does not wait for the facts of the others)."""
+    snapshot of a node does not wait for the facts of the others); ``port``: the master port
+    whose owner the master's facts name; ``env``: the variables both steps run with (a launcher
+    that gives the ranks the caller's environment: its PATH decides what they find)."""
     options = st.options
     probe_text = program("node_probe.py")
     csv = ",".join(lookups)
@@ -83,7 +86,7 @@ def ask_nodes(st: State, catalog, runners: dict[str, Runner], live: list[str],
     def facts_args(r: Runner) -> tuple[str, list[str]]:
         argv = ["facts", "--names", csv]
         if options.local or r.node == master_addr or r.node == live[0]:
-            argv += ["--port", str(st.job.master_port)]
+            argv += ["--port", str(port)]
         return probe_text, argv
 
     collect_text = program(*COLLECT)
@@ -93,13 +96,14 @@ def ask_nodes(st: State, catalog, runners: dict[str, Runner], live: list[str],
 
     def facts_step() -> None:
         out["facts"] = ask_all(list(runners.values()), facts_args, timeout=facts_limit,
-                               ssh_errors=catalog.ssh_errors, over_ssh=not options.local)
+                               ssh_errors=catalog.ssh_errors, over_ssh=not options.local,
+                               env=env)
 
     def snap_step() -> None:
         out["snaps"] = ask_all(list(runners.values()),
                                lambda _r: (collect_text, ["--budget", f"{budget:.0f}"]),
                                timeout=options.timeout, ssh_errors=catalog.ssh_errors,
-                               over_ssh=not options.local)
+                               over_ssh=not options.local, env=env)
 
     run_all(lambda step: step(), [facts_step, snap_step], workers=2, name="envgen-steps")
     return out["facts"], out["snaps"]
