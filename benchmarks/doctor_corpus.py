@@ -72,6 +72,10 @@ DECIDING_FACTS: dict[str, set[str]] = {
     "torch_api_removed": {"torch"},
     "shm_too_small": set(),
     "linux_only_op": {"os", "platform"},
+    "extension_built_for_other_torch": {"torch"},
+    "apex_cuda_ext_missing": set(),
+    "python_headers_missing": {"python"},
+    "torch_cpu_only": {"torch", "torch_cuda", "gpu"},
 }
 
 

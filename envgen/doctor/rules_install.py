@@ -127,7 +127,7 @@ def torch_cpu_only(ctx: Context) -> None:
                         "Linux or Windows machine with an NVIDIA GPU")
         return
     if not gpu:
-        ctx.need("gpus", f"{name} is a CPU-only build: with an NVIDIA GPU the fix is its CUDA "
+        ctx.need("gpu", f"{name} is a CPU-only build: with an NVIDIA GPU the fix is its CUDA "
                  "build, without one running the code on the CPU",
                  "`nvidia-smi -L`")
     ctx.finding("torch_cpu_only",

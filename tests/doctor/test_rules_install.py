@@ -139,7 +139,7 @@ def test_torch_not_compiled_with_cuda_without_a_gpu_is_a_warning_that_asks(diagn
     d = diagnose(DETECTRON2_460)
     f = next(f for f in d.findings if f.kind == "torch_cpu_only")
     assert f.severity == "warning" and "run the code on the CPU" in f.fix
-    assert any(n.fact == "gpus" for n in d.needs)
+    assert any(n.fact == "gpu" for n in d.needs)
 
 
 def test_cpu_build_with_cuda_unavailable_gives_the_cuda_build(diagnose) -> None:
