@@ -72,7 +72,8 @@ class StdRule:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpFacts:
-    """One native op as a release's build code declares it (builder, compute capabilities)."""
+    """One native op as a release's build code declares it (builder, compute capabilities,
+    its own -std= flags, the libraries its compatibility probe links)."""
 
     name: str
     builder: str | None = None
@@ -84,6 +85,37 @@ class OpFacts:
     needs_gpu: bool | None = None  # its ahead-of-time build needs a visible GPU
     gpu_override: str | None = None  # env var that lets that build proceed without one
     optional: bool | None = None  # a failed compile is skipped, not an error
+    build_var: str | None = None  # the env var that turns its ahead-of-time build on or off
+    cxx_std: tuple[StdRule, ...] = ()  # its own -std= flags (empty: builder.py's)
+    nvcc_std: tuple[StdRule, ...] = ()
+    libraries: tuple[str, ...] = ()  # what its is_compatible() links a probe against ("aio")
+    refuses_platforms: tuple[str, ...] = ()  # sys.platform values it is not built on
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArchEntry:
+    """What a release's op builder makes of one ``TORCH_CUDA_ARCH_LIST`` entry (``9.0a``):
+    ``kept`` (compiles for it), ``dropped`` (for it without its suffix), ``misread`` (for
+    another arch), ``fails`` (the builder raises) or ``ignored`` (a JIT load uses the GPU's own
+    capability); ``mode`` is ``aot`` (setup.py's build) or ``jit`` (a load at run time)."""
+
+    mode: str
+    entry: str
+    result: str
+    where: str
+    detail: str
+
+    @staticmethod
+    def shape(arch: str) -> tuple[int, str]:
+        """(digits of the major, suffix): ``sm_90a`` and ``9.0a`` → (1, "a"); ``sm_120`` →
+        (2, "")."""
+        name = arch.split("+")[0]
+        if name.startswith("sm_"):
+            digits = name[3:]
+            suffix = digits[len(digits.rstrip("af")):]
+            return len(digits.rstrip("af")) - 1, suffix
+        major, _, minor = name.partition(".")
+        return len(major), minor[len(minor.rstrip("af")):]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -104,11 +136,20 @@ class BuildFacts:
     cxx_std: tuple[StdRule, ...] = ()
     nvcc_std: tuple[StdRule, ...] = ()
     default_archs: dict[str, tuple[str, ...]] | None = None  # nvcc CUDA → compute capabilities
+    default_archs_where: str | None = None  # "op_builder/builder.py:79"
+    arch_entries: tuple[ArchEntry, ...] | None = None  # None: not read
     ops: tuple[OpFacts, ...] = ()  # the ops whose build code states a condition
     op_names: tuple[str, ...] = ()  # every op the release builds
     requires_torch: str | None = None
     requires_cuda: str | None = None
     unread: tuple[str, ...] = ()
+
+    def arch_entry(self, arch: str, mode: str) -> ArchEntry | None:
+        """How this release's builder reads ``arch`` (``sm_90a``) in ``TORCH_CUDA_ARCH_LIST``
+        in ``mode``: the read entry of the same shape; None when not read."""
+        shape = ArchEntry.shape(arch)
+        return next((e for e in self.arch_entries or () if e.mode == mode
+                     and ArchEntry.shape(e.entry) == shape), None)
 
     def std(self, rules: tuple[StdRule, ...], torch: str, cuda: str) -> StdRule | None:
         """The first rule of ``rules`` (``cxx_std`` / ``nvcc_std``) that applies."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from envgen.facts.release_model import (
+    ArchEntry,
     Breakage,
     BuildFacts,
     CxxStd,
@@ -60,12 +61,20 @@ def build_facts(raw: dict[str, Any] | None) -> BuildFacts | None:
         cxx_std=_rules(raw["cxx_std"]),
         nvcc_std=_rules(raw["nvcc_std"]),
         default_archs=({k: tuple(v) for k, v in archs.items()} if archs is not None else None),
+        default_archs_where=raw["default_archs_where"],
+        arch_entries=(tuple(ArchEntry(mode=e["mode"], entry=e["entry"], result=e["result"],
+                                      where=e["where"], detail=e["detail"])
+                            for e in raw["arch_entries"])
+                      if raw["arch_entries"] is not None else None),
         ops=tuple(
             OpFacts(name=o["name"], builder=o["builder"], min_cc=o["min_cc"],
                     max_cc=o["max_cc"], requires_cuda=o["requires_cuda"],
                     requires_torch=o["requires_torch"], evidence=tuple(o["evidence"]),
                     needs_gpu=o["needs_gpu"], gpu_override=o["gpu_override"],
-                    optional=o["optional"])
+                    optional=o["optional"], build_var=o["build_var"],
+                    cxx_std=_rules(o["cxx_std"]), nvcc_std=_rules(o["nvcc_std"]),
+                    libraries=tuple(o["libraries"]),
+                    refuses_platforms=tuple(o["refuses_platforms"]))
             for o in raw["ops"]
         ),
         op_names=tuple(raw["op_names"]),

@@ -159,14 +159,16 @@ BUILD_KEYS: dict[str, Any] = {
     "read": False, "from": None, "source": None, "error": None, "nvcc_check": None,
     "nvcc_mismatch": None, "nvcc_check_skipped_without_gpu": None,
     "cuda_minor_mismatch_ok": None, "skip_cuda_check": None, "cxx_std": [], "nvcc_std": [],
-    "default_archs": None, "ops": [], "op_names": [], "requires_torch": None,
-    "requires_cuda": None, "unread": [],
+    "default_archs": None, "default_archs_where": None, "arch_entries": None, "ops": [],
+    "op_names": [], "requires_torch": None, "requires_cuda": None, "unread": [],
 }
 OP_KEYS: dict[str, Any] = {
-    "builder": None, "min_cc": None, "max_cc": None, "requires_cuda": None,
-    "requires_torch": None, "evidence": [], "needs_gpu": None, "gpu_override": None,
-    "optional": None,
+    "builder": None, "build_var": None, "min_cc": None, "max_cc": None,
+    "requires_cuda": None, "requires_torch": None, "evidence": [], "needs_gpu": None,
+    "gpu_override": None, "optional": None, "cxx_std": [], "nvcc_std": [], "libraries": [],
+    "refuses_platforms": [],
 }
+_NAMING_KEYS = ("builder", "build_var")  # name an op; state nothing about it
 
 
 def complete_build(build: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -180,8 +182,9 @@ def complete_build(build: dict[str, Any] | None) -> dict[str, Any] | None:
     # a requirement, a GPU gate): the rest would repeat empty keys ~900 times in the snapshot
     out["op_names"] = sorted({op["name"] for op in ops} | set(out["op_names"] or ()))
     out["ops"] = [op for op in ops if any(op[k] not in (None, [], False) for k in OP_KEYS
-                                          if k != "builder")]
-    for rule in (*out["cxx_std"], *out["nvcc_std"]):
+                                          if k not in _NAMING_KEYS)]
+    for rule in (*out["cxx_std"], *out["nvcc_std"],
+                 *(r for op in out["ops"] for r in (*op["cxx_std"], *op["nvcc_std"]))):
         rule.setdefault("torch", "")
         rule.setdefault("cuda", "")
         rule.setdefault("where", None)

@@ -16,17 +16,30 @@ of guessed.
 Conditions are stated as PEP 440 specifiers over torch and CUDA ``major.minor``; they come from
 evaluating each function on a grid (every CUDA envgen knows plus every CUDA the release's own
 allow-list names; torch 1.0 … 3.N), so a bound is the lowest grid value on its side.
+
+Per op (each class with a ``NAME`` in a top-level ``op_builder/*.py``), its methods are followed
+along its bases across modules (``GDSBuilder(AsyncIOBuilder)``, ``AsyncIOBuilder(OpBuilder)`` of
+builder.py), ``super().m()`` evaluated as the next definition of ``m``: its own ``-std=`` rules
+where its module overrides ``cxx_args``/``nvcc_args`` with a flag of its own (async_io's
+``-std=c++14``), the libraries of the ``has_function()`` link probes and the ``sys.platform``
+values its ``is_compatible()`` refuses, and its ``BUILD_VAR``. ``arch_entries``:
+``CUDAOpBuilder.compute_capability_args()`` run on each of :data:`ARCH_ENTRIES` as
+``TORCH_CUDA_ARCH_LIST``, ahead of time (setup.py) and as a JIT load on a machine with one
+GPU: whether it compiles for that arch, drops its ``a``/``f`` suffix, misreads it
+(``cc[0] + cc[2]`` of ``10.0`` is ``1.``) or raises (``int('0a')``), with the line.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from envgen.harvest.static_eval import (
     Evaluator,
+    Failed,
     Opaque,
     Unread,
     calls_to,
@@ -74,6 +87,7 @@ def _unset_env(_key: Any = None, default: Any = None, *_: Any) -> Any:
     return default
 
 
+@functools.lru_cache(maxsize=1 << 16)  # asked again of the same nodes at every grid point
 def _has_std(node: ast.AST) -> bool:
     return any(
         isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("-std=")
@@ -82,16 +96,36 @@ def _has_std(node: ast.AST) -> bool:
 
 
 def _evaluator(consts: Mapping[str, Any], cuda: tuple[int, int], torch: tuple[int, int],
-               names: Mapping[str, Any] | None = None) -> Evaluator:
+               names: Mapping[str, Any] | None = None, origin: str | None = None,
+               calls: Mapping[str, Callable[..., Any]] | None = None,
+               attrs: Mapping[str, Any] | None = None,
+               decisive: Callable[[ast.stmt], bool] = _has_std) -> Evaluator:
     """A lenient :class:`Evaluator` for one (nvcc CUDA, torch) point; a branch holding a
-    ``-std=`` flag is decisive."""
+    ``-std=`` flag is decisive (unless ``decisive`` says otherwise)."""
     stand_ins: dict[str, Callable[..., Any]] = {
         name: (lambda *_, value=value: value) for name, value in _KNOWN_CALLS.items()
     }
     stand_ins.update({"installed_cuda_version": lambda *_: cuda,
-                      "os.getenv": _unset_env, "os.environ.get": _unset_env})
+                      "os.getenv": _unset_env, "os.environ.get": _unset_env, **(calls or {})})
     env = {"TORCH_MAJOR": torch[0], "TORCH_MINOR": torch[1], **consts, **(names or {})}
-    return Evaluator(env, stand_ins, attrs=_KNOWN_ATTRS, strict=False, decisive=_has_std)
+    known = {**_KNOWN_ATTRS, "torch.__version__": f"{torch[0]}.{torch[1]}.0", **(attrs or {})}
+    return Evaluator(env, stand_ins, attrs=known, strict=False, decisive=decisive,
+                     origin=origin)
+
+
+def _params(fn: ast.FunctionDef, args: tuple[Any, ...]) -> dict[str, Any]:
+    """``fn``'s parameters after ``self`` bound to ``args``, the rest to their literal
+    defaults (a default that is not a literal stays unbound: unknown)."""
+    names = [a.arg for a in fn.args.args][1:]
+    bound = dict(zip(names, args, strict=False))
+    defaults = fn.args.defaults
+    for name, default in zip(names[len(names) - len(defaults):], defaults, strict=True):
+        if name not in bound:
+            try:
+                bound[name] = ast.literal_eval(default)
+            except ValueError:
+                continue
+    return bound
 
 
 # -- the module ----------------------------------------------------------------------------------
@@ -121,6 +155,38 @@ class _Module:
 
     def where(self, node: ast.AST) -> str:
         return f"{self.path}:{getattr(node, 'lineno', 0)}"
+
+
+class _Classes:
+    """The classes of ``builder.py`` and of each op module, by name, so an op's methods are
+    found along its bases across modules (``GDSBuilder(AsyncIOBuilder)``,
+    ``AsyncIOBuilder(TorchCPUOpBuilder)``); an op module's own class wins over builder.py's."""
+
+    def __init__(self, builder: _Module, ops: list[_Module]) -> None:
+        self.builder = builder
+        self.table: dict[str, tuple[_Module, ast.ClassDef]] = {
+            name: (builder, cls) for name, cls in builder.classes.items()}
+        for mod in ops:
+            self.table.update({name: (mod, cls) for name, cls in mod.classes.items()})
+        self.memo: dict[tuple[int, ...], tuple[list, list, list]] = {}  # see _op_std_rows
+
+    def chain(self, name: str) -> list[tuple[_Module, ast.ClassDef]]:
+        """The class ``name`` and its bases, depth first (single inheritance in practice)."""
+        out: list[tuple[_Module, ast.ClassDef]] = []
+        todo = [name]
+        while todo:
+            found = self.table.get(todo.pop(0))
+            if found is None or any(found[1] is c for _, c in out):
+                continue
+            out.append(found)
+            todo = [b.id for b in found[1].bases if isinstance(b, ast.Name)] + todo
+        return out
+
+    def methods(self, name: str, method: str) -> list[tuple[_Module, ast.ClassDef,
+                                                             ast.FunctionDef]]:
+        """Every definition of ``method`` along ``name``'s chain, the one Python calls first."""
+        return [(mod, cls, fn) for mod, cls in self.chain(name)
+                if (fn := functions(cls, nested=False).get(method)) is not None]
 
 
 def _key(version: str) -> tuple[int, int]:
@@ -164,8 +230,9 @@ def _torch_grid(fn: ast.AST) -> list[tuple[int, int]]:
     return [(major, minor) for major in (1, 2, 3) for minor in range(top + 1)]
 
 
-def _std_of(mod: _Module, value: Any) -> tuple[str, int] | None:
-    """The last ``-std=c++NN`` flag in a returned argument list (the one the compiler obeys)."""
+def _std_of(path: str, value: Any) -> tuple[str, str] | None:
+    """The last ``-std=c++NN`` flag in a returned argument list (the one the compiler obeys)
+    and where it is written (``path`` unless the flag came from another file)."""
     if isinstance(value, Opaque):
         raise Unread(value.node, value.reason)
     found = None
@@ -177,8 +244,41 @@ def _std_of(mod: _Module, value: Any) -> tuple[str, int] | None:
             continue
         match = _STD.match(str(item))
         if match:
-            found = (match[1], getattr(item, "line", 0))
+            found = (match[1], f"{getattr(item, 'origin', None) or path}:"
+                               f"{getattr(item, 'line', 0)}")
     return found
+
+
+def _grid_rows(evaluate: Callable[[tuple[int, int], tuple[int, int]], Any],
+               torches: list[tuple[int, int]], cudas: list[tuple[int, int]],
+               failed: list[tuple[str, str]]) -> list[dict[str, str]]:
+    """``evaluate(cuda, torch)`` (a ``(std, where)`` or None) over the grid as specifier rows,
+    newest first; a point where the evaluated code itself raises (:class:`Failed`) gives no
+    row but ``(where, "raises … with torch…")`` in ``failed``. :class:`Unread` propagates."""
+    table: list[tuple[Any, ...]] = []
+    for torch in torches:
+        row = []
+        for cuda in cudas:
+            try:
+                row.append(evaluate(cuda, torch))
+            except Failed as exc:
+                where = f"{getattr(exc, 'origin', None) or '?'}:{getattr(exc.node, 'lineno', 0)}"
+                row.append(("!", exc.error, where))
+        table.append(tuple(row))
+    rows = []
+    for torch_spec, per_cuda in reversed(_runs(torches, table) if len(torches) > 1
+                                         else [("", table[0])]):
+        runs = _runs(cudas, list(per_cuda)) if len(cudas) > 1 else [("", per_cuda[0])]
+        for cuda_spec, found in reversed(runs):
+            if found is not None and found[0] == "!":
+                where = " and ".join(f"{k}{v}" for k, v in (("torch", torch_spec),
+                                                            ("CUDA", cuda_spec)) if v)
+                failed.append((found[2], f"raises {found[1]}"
+                               + (f" with {where}" if where else "")))
+            elif found is not None:
+                rows.append({"std": found[0], "torch": torch_spec, "cuda": cuda_spec,
+                             "where": found[1]})
+    return rows
 
 
 def _std_rows(
@@ -189,24 +289,88 @@ def _std_rows(
         unread.append(f"{mod.path}: no {cls}.{method}()")
         return []
     cudas = cuda_grid if _mentions(fn, {"installed_cuda_version"}) else [cuda_grid[-1]]
-    torches = _torch_grid(fn)
-    table: list[tuple[Any, ...]] = []
+    failed: list[tuple[str, str]] = []
     try:
-        for torch in torches:
-            row = tuple(_std_of(mod, _evaluator(mod.consts, c, torch).function(fn)) for c in cudas)
-            table.append(row)
+        rows = _grid_rows(lambda c, t: _std_of(mod.path, _call_along(
+            [(mod, mod.classes[cls], fn)], 0, method, c, t)), _torch_grid(fn), cudas, failed)
     except Unread as exc:
         unread.append(f"{mod.where(exc.node)}: {cls}.{method}(): {exc.reason}")
         return []
-    rows = []
-    for torch_spec, per_cuda in reversed(_runs(torches, table) if len(torches) > 1
-                                         else [("", table[0])]):
-        runs = _runs(cudas, list(per_cuda)) if len(cudas) > 1 else [("", per_cuda[0])]
-        for cuda_spec, found in reversed(runs):
-            if found is not None:
-                rows.append({"std": found[0], "torch": torch_spec, "cuda": cuda_spec,
-                             "where": f"{mod.path}:{found[1]}"})
+    unread += [f"{where}: {cls}.{method}() {what}" for where, what in failed]
     return rows
+
+
+def _call_along(defs: list[tuple[_Module, ast.ClassDef, ast.FunctionDef]], i: int,
+                method: str, cuda: tuple[int, int], torch: tuple[int, int],
+                args: tuple[Any, ...] = ()) -> Any:
+    """The value of ``defs[i]`` (one definition of ``method`` along a class chain) at one
+    (CUDA, torch) point; its ``super().method(...)`` is the next definition's value."""
+    mod, _cls, fn = defs[i]
+
+    def up(*a: Any) -> Any:
+        if i + 1 == len(defs):
+            return Opaque(fn, f"no base class defines {method}()")
+        return _call_along(defs, i + 1, method, cuda, torch, a)
+
+    evaluator = _evaluator(mod.consts, cuda, torch, _params(fn, args), origin=mod.path,
+                           calls={f"super().{method}": up})
+    try:
+        return evaluator.function(fn)
+    except Failed as exc:
+        if getattr(exc, "origin", None) is None:
+            exc.origin = mod.path  # type: ignore[attr-defined]
+        raise
+
+
+def _sparse_torch_grid(fns: list[ast.FunctionDef]) -> list[tuple[int, int]]:
+    """The points of :func:`_torch_grid` where a comparison of the functions' torch version
+    with their integer constants can change (each constant, its neighbours, 0 and the top):
+    the same rows at a fraction of the evaluations."""
+    full = max((_torch_grid(fn) for fn in fns), key=len)
+    if len(full) == 1:
+        return full
+    ints = {n.value for fn in fns for n in ast.walk(fn)
+            if isinstance(n, ast.Constant) and type(n.value) is int and 0 <= n.value < 1000}
+    minors = {0, max(m for _, m in full)} | {c + d for c in ints for d in (-1, 0, 1)}
+    return [p for p in full if p[1] in minors]
+
+
+def _op_std_rows(classes: _Classes, cls: str, method: str, cuda_grid: list[tuple[int, int]],
+                 unread: list[str], evidence: list[str],
+                 memo: dict[tuple[int, ...], tuple[list, list, list]]) -> list[dict[str, str]]:
+    """The ``-std=`` rules of an op whose own module overrides ``method`` with a ``-std=``
+    flag of its own (DeepSpeed's async_io: ``-std=c++14``); ``[]`` when it keeps
+    builder.py's. Its own rules cover what the override inherits through ``super()``.
+    ``memo``: rules already read for the same chain of definitions (gds inherits async_io's)."""
+    defs = classes.methods(cls, method)
+    own = [d for d in defs if d[0] is not classes.builder]
+    if not defs or defs[0][0] is classes.builder or not any(_has_std(fn) for *_, fn in own):
+        return []
+    key = tuple(id(fn) for *_, fn in defs)
+    if key not in memo:
+        memo[key] = _read_op_std(defs, method, cuda_grid)
+    rows, failed, unreadable = memo[key]
+    unread += [f"{where}: {cls}.{method}(): {why}" for where, why in unreadable]
+    evidence += [f"{where}: {cls}.{method}() {what}" for where, what in failed]
+    return [dict(r) for r in rows]
+
+
+def _read_op_std(defs: list[tuple[_Module, ast.ClassDef, ast.FunctionDef]], method: str,
+                 cuda_grid: list[tuple[int, int]]) -> tuple[list, list, list]:
+    """(rows, failures, unread) of one chain of ``method`` definitions."""
+    fns = [fn for *_, fn in defs]
+    cudas = cuda_grid if any(_mentions(fn, {"installed_cuda_version"}) for fn in fns) \
+        else [cuda_grid[-1]]
+    failed: list[tuple[str, str]] = []
+    path = defs[0][0].path
+    try:
+        rows = _grid_rows(lambda c, t: _std_of(path, _call_along(defs, 0, method, c, t)),
+                          _sparse_torch_grid(fns), cudas, failed)
+    except Unread as exc:
+        where = next((m.where(exc.node) for m, _, fn in defs
+                      if any(n is exc.node for n in ast.walk(fn))), path)
+        return [], [], [(where, exc.reason)]
+    return rows, failed, []
 
 
 def _default_archs(
@@ -227,6 +391,96 @@ def _default_archs(
         unread.append(f"{mod.where(exc.node)}: get_default_compute_capabilities(): {exc.reason}")
         return None
     return out
+
+
+# -- TORCH_CUDA_ARCH_LIST entries ---------------------------------------------------------------
+
+# Entries of TORCH_CUDA_ARCH_LIST, one per shape an arch name has (a one- or two-digit major,
+# no suffix or NVIDIA's architecture-specific "a" / family-specific "f"): the inputs the
+# builder's own parsing is run on; which names a toolkit accepts is harvested (cuda.json).
+ARCH_ENTRIES = ("8.0", "10.0", "9.0a", "10.0a", "10.0f")
+_GENCODE = re.compile(r"code=(sm|compute)_(\w+)")
+_JIT_GPU = (9, 0)  # the GPU the modelled machine shows a JIT build (only when the list is unread)
+
+
+def _entry_sm(entry: str) -> str:
+    major, minor = entry.split(".")
+    return f"sm_{major}{minor}"
+
+
+def _arch_entry(mod: _Module, fn: ast.FunctionDef, entry: str, jit: bool) -> dict[str, Any]:
+    """What ``compute_capability_args()`` makes of ``TORCH_CUDA_ARCH_LIST=entry`` on the
+    modelled machine: setup.py's ahead-of-time build, or a JIT load on a machine whose one GPU
+    has that capability (as NVML reports it: without a suffix)."""
+    consulted: list[bool] = []
+    filter_fn = mod.method("CUDAOpBuilder", "filter_ccs")
+    major, minor = entry.split(".")
+    gpu = (int(major), int(minor.rstrip("af")))
+
+    def getenv(key: Any = None, default: Any = None, *_: Any) -> Any:
+        if key == "TORCH_CUDA_ARCH_LIST":
+            consulted.append(True)
+            return entry
+        return default
+
+    def filter_ccs(ccs: Any) -> Any:
+        if filter_fn is None:
+            return ccs
+        return _evaluator(mod.consts, (12, 8), (2, 0), _params(filter_fn, (ccs,)),
+                          origin=mod.path, decisive=lambda _n: True).function(filter_fn)
+
+    stand_ins = {"os.getenv": getenv, "os.environ.get": getenv, "self.filter_ccs": filter_ccs,
+                 "getattr": lambda _o=None, _n=None, default=None: default,
+                 "hasattr": lambda *_: False, "torch.cuda.device_count": lambda *_: 1,
+                 "torch.cuda.get_device_capability": lambda *_: gpu,
+                 "torch.cuda.is_initialized": lambda *_: True}
+    evaluator = _evaluator(mod.consts, (12, 8), (2, 0), _params(fn, ()), origin=mod.path,
+                           calls=stand_ins, attrs={"self.jit_mode": jit, "self.name": "op"},
+                           decisive=lambda _n: True)
+    row: dict[str, Any] = {"mode": "jit" if jit else "aot", "entry": entry}
+    try:
+        value = evaluator.function(fn)
+    except Failed as exc:
+        unread_list = "" if consulted or not jit else "TORCH_CUDA_ARCH_LIST is not read: "
+        return {**row, "result": "fails", "where": mod.where(exc.node),
+                "detail": unread_list + exc.error}
+    unread_list = "" if consulted or not jit else \
+        f"TORCH_CUDA_ARCH_LIST is not read, the GPU's {gpu[0]}.{gpu[1]} is: "
+    want, base = _entry_sm(entry), _entry_sm(entry.rstrip("af"))
+    listed = evaluator.environ.get("TORCH_CUDA_ARCH_LIST")
+    if jit and value == [] and isinstance(listed, str):
+        got = [t.removesuffix("+PTX") for t in listed.split(";")]
+        result = "kept" if entry in got else "dropped" if entry.rstrip("af") in got else "misread"
+        return {**row, "result": result, "where": mod.where(fn),
+                "detail": f"{unread_list}TORCH_CUDA_ARCH_LIST={listed}"}
+    if not isinstance(value, list) or any(isinstance(v, Opaque) for v in value) or not value:
+        reason = value.reason if isinstance(value, Opaque) else "no -gencode flags"
+        raise Unread(fn, f"TORCH_CUDA_ARCH_LIST={entry}: {reason}")
+    sms = [f"{kind}_{num}" for v in value for kind, num in _GENCODE.findall(str(v))
+           if kind == "sm"]
+    result = "kept" if want in sms else "dropped" if base in sms else "misread"
+    line = next((getattr(v, "line", 0) for v in value), 0)
+    return {**row, "result": result, "where": f"{mod.path}:{line or fn.lineno}",
+            "detail": unread_list + " ".join(str(v) for v in value)}
+
+
+def _arch_entries(mod: _Module, unread: list[str]) -> list[dict[str, Any]] | None:
+    """How ``CUDAOpBuilder.compute_capability_args()`` reads each of :data:`ARCH_ENTRIES` in
+    ``TORCH_CUDA_ARCH_LIST``, ahead of time and in a JIT load: ``kept`` (compiled for that
+    arch), ``dropped`` (for the arch without its suffix), ``misread`` (for another arch),
+    ``fails`` (the builder raises). ``detail``: the -gencode flags made, the list handed on to
+    torch (JIT), or the error; a JIT load that does not read the list says so first (the GPU's
+    own capability is parsed instead)."""
+    fn = mod.method("CUDAOpBuilder", "compute_capability_args")
+    if fn is None:
+        unread.append(f"{mod.path}: no CUDAOpBuilder.compute_capability_args()")
+        return None
+    try:
+        return [_arch_entry(mod, fn, entry, jit) for jit in (False, True)
+                for entry in ARCH_ENTRIES]
+    except Unread as exc:
+        unread.append(f"{mod.where(exc.node)}: compute_capability_args(): {exc.reason}")
+        return None
 
 
 # -- assert_no_cuda_mismatch --------------------------------------------------------------------
@@ -322,8 +576,75 @@ def _truth_spec(
     return true[0]
 
 
+def _class_constant(classes: _Classes, cls: str, name: str) -> str | None:
+    """A string class attribute (``NAME``, ``BUILD_VAR``) along ``cls``'s chain."""
+    for _mod, current in classes.chain(cls):
+        for n in current.body:
+            if (isinstance(n, ast.Assign) and any(getattr(t, "id", "") == name
+                                                  for t in n.targets)
+                    and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)):
+                return n.value.value
+    return None
+
+
+def _compatibility(classes: _Classes, cls: str, unread: list[str]
+                   ) -> tuple[list[str], list[str], list[str]]:
+    """``(libraries, refused platforms, evidence)`` from the op's ``is_compatible()`` along its
+    chain (outside builder.py; a definition's ``super().is_compatible(...)`` leads on): the
+    libraries of its ``has_function(func, (libs,))`` link probes and the ``sys.platform`` values
+    for which it returns False."""
+    libraries: list[str] = []
+    platforms: list[str] = []
+    evidence: list[str] = []
+    for mod, _c, fn in classes.methods(cls, "is_compatible"):
+        if mod is classes.builder:
+            break
+        probes, tests, follows = [], [], False
+        for node in ast.walk(fn):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+                if node.func.attr == "has_function":
+                    probes.append(node)
+                elif node.func.attr == "is_compatible" and isinstance(
+                        node.func.value, ast.Call) and dotted(node.func.value.func) == "super":
+                    follows = True
+            elif isinstance(node, ast.If) and any(
+                    isinstance(n, ast.Attribute) and dotted(n) == "sys.platform"
+                    for n in ast.walk(node.test)):
+                tests.append(node)
+        for call in probes:
+            kw = {k.arg: k.value for k in call.keywords}
+            func = call.args[0] if call.args else kw.get("funcname")
+            libs = call.args[1] if len(call.args) > 1 else kw.get("libraries")
+            try:
+                names = ast.literal_eval(libs) if libs is not None else None
+                probe = ast.literal_eval(func) if func is not None else None
+            except ValueError:
+                names = None
+            if not (isinstance(names, tuple) and all(isinstance(x, str) for x in names)):
+                unread.append(f"{mod.where(call)}: {cls}: has_function() with libraries that "
+                              "are not a literal tuple")
+                continue
+            libraries += names
+            evidence.append(f"{mod.where(call)}: has_function({probe!r}, {names!r})")
+        for node in tests:
+            test = node.test
+            refuses = any(isinstance(n, ast.Return) and isinstance(n.value, ast.Constant)
+                          and n.value.value is False for n in node.body)
+            if (isinstance(test, ast.Compare) and len(test.ops) == 1
+                    and isinstance(test.ops[0], ast.Eq) and dotted(test.left) == "sys.platform"
+                    and isinstance(test.comparators[0], ast.Constant) and refuses):
+                platforms.append(test.comparators[0].value)
+                evidence.append(f"{mod.where(node)}: {ast.unparse(test)}: return False")
+            else:
+                unread.append(f"{mod.where(node)}: {cls}.is_compatible: "
+                              f"{ast.unparse(test)}")
+        if not follows:
+            break
+    return list(dict.fromkeys(libraries)), list(dict.fromkeys(platforms)), evidence
+
+
 def _op_facts(mod: _Module, cls: ast.ClassDef, cuda_grid: list[tuple[int, int]],
-              unread: list[str]) -> dict[str, Any]:
+              unread: list[str], classes: _Classes) -> dict[str, Any]:
     name = next(
         n.value.value for n in cls.body  # type: ignore[attr-defined]
         if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "NAME" for t in n.targets)
@@ -391,14 +712,24 @@ def _op_facts(mod: _Module, cls: ast.ClassDef, cuda_grid: list[tuple[int, int]],
                     continue
                 (requires_torch if target == "torch_compatible" else requires_cuda).append(spec)
                 evidence.append(f"{mod.where(node)}: {ast.unparse(node)}")
+    cxx_std = _op_std_rows(classes, cls.name, "cxx_args", cuda_grid, unread, evidence,
+                           classes.memo)
+    nvcc_std = _op_std_rows(classes, cls.name, "nvcc_args", cuda_grid, unread, evidence,
+                            classes.memo)
+    libraries, platforms, found = _compatibility(classes, cls.name, unread)
     return {
         "name": name,
         "builder": cls.name,
+        "build_var": _class_constant(classes, cls.name, "BUILD_VAR"),
         "min_cc": f"{max(floors)}.0" if floors else None,
         "max_cc": None,
         "requires_cuda": ",".join(dict.fromkeys(requires_cuda)) or None,
         "requires_torch": ",".join(dict.fromkeys(requires_torch)) or None,
-        "evidence": evidence,
+        "cxx_std": cxx_std,
+        "nvcc_std": nvcc_std,
+        "libraries": libraries,
+        "refuses_platforms": platforms,
+        "evidence": evidence + found,
     }
 
 
@@ -419,23 +750,25 @@ def _guard(fn: ast.FunctionDef, target: ast.AST) -> str | None:
 
 
 def _ops(files: Mapping[str, str], cuda_grid: list[tuple[int, int]],
-         unread: list[str]) -> list[dict[str, Any]]:
-    ops = []
+         unread: list[str], builder: _Module) -> list[dict[str, Any]]:
+    modules = []
     for path in sorted(files):
         parts = path.split("/")
         if len(parts) != 2 or parts[1] in _NOT_OPS or not parts[1].endswith(".py"):
             continue  # subfolders are other accelerators' builders (cpu/, npu/, hpu/, ...)
         tree = parse(files, path, unread)
-        if tree is None:
-            continue
-        mod = _Module(path, tree)
+        if tree is not None:
+            modules.append(_Module(path, tree))
+    classes = _Classes(builder, modules)
+    ops = []
+    for mod in modules:
         for cls in mod.classes.values():
             if any(
                 isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "NAME" for t in n.targets)
                 and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
                 for n in cls.body
             ):
-                ops.append(_op_facts(mod, cls, cuda_grid, unread))
+                ops.append(_op_facts(mod, cls, cuda_grid, unread, classes))
     return sorted(ops, key=lambda o: (o["name"], o["builder"]))
 
 
@@ -461,7 +794,8 @@ def deepspeed_build_facts(files: dict[str, str], cudas: list[str]) -> dict[str, 
     facts: dict[str, Any] = {
         "nvcc_check": None, "cuda_minor_mismatch_ok": None, "skip_cuda_check": None,
         "nvcc_check_skipped_without_gpu": False,
-        "cxx_std": [], "nvcc_std": [], "default_archs": None, "ops": [], "unread": unread,
+        "cxx_std": [], "nvcc_std": [], "default_archs": None, "default_archs_where": None,
+        "arch_entries": None, "ops": [], "unread": unread,
     }
     if BUILDER not in files:
         unread.append(f"{BUILDER}: not in the release")
@@ -486,6 +820,9 @@ def deepspeed_build_facts(files: dict[str, str], cudas: list[str]) -> dict[str, 
         cxx_std=_std_rows(mod, "CUDAOpBuilder", "cxx_args", cuda_grid, unread),
         nvcc_std=_std_rows(mod, "CUDAOpBuilder", "nvcc_args", cuda_grid, unread),
         default_archs=_default_archs(mod, cudas, unread),
-        ops=_ops(files, cuda_grid, unread),
+        default_archs_where=(mod.where(mod.funcs["get_default_compute_capabilities"])
+                             if "get_default_compute_capabilities" in mod.funcs else None),
+        arch_entries=_arch_entries(mod, unread),
+        ops=_ops(files, cuda_grid, unread, mod),
     )
     return facts

@@ -31,23 +31,58 @@ class Unread(Exception):
         super().__init__(self.reason)
 
 
+class Failed(Unread):
+    """The evaluated code itself raised (``int("0a")``, ``list.remove`` of a missing item, a
+    ``raise`` statement): what the real code does at that point, given the modelled machine.
+    ``error`` is the exception as Python prints its last line."""
+
+    def __init__(self, node: ast.AST, error: str) -> None:
+        self.error = error
+        what = ast.unparse(node) if not isinstance(node, ast.stmt) else type(node).__name__
+        super().__init__(node, f"{error} (evaluating `{what[:120]}`)")
+
+
 class Opaque:
     """A value outside the whitelist (lenient mode); ``node`` is where it came from."""
 
     def __init__(self, node: ast.AST, reason: str) -> None:
         self.node, self.reason = node, reason
 
+    def _order(self, _other: Any) -> bool:
+        """Ordering an unknown value (inside a tuple, by ``sorted``) is not a failure of the
+        evaluated code: it is unread."""
+        raise Unread(self.node, f"an unknown value is compared: {self.reason}")
+
+    __lt__ = __le__ = __gt__ = __ge__ = _order
+
 
 class SourceStr(str):
-    """A string constant that remembers its line."""
+    """A string constant (or f-string) that remembers its line and, where the evaluator was
+    told, its file (``origin``)."""
 
     line: int = 0
+    origin: str | None = None
 
 
 class _Return(Exception):
     def __init__(self, value: Any) -> None:
         super().__init__()
         self.value = value
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class _Lambda:
+    """A ``lambda`` the evaluated code made: called by the same evaluator, never by Python."""
+
+    def __init__(self, node: ast.Lambda, env: dict[str, Any]) -> None:
+        self.node, self.env = node, env
 
 
 def is_opaque(*values: Any) -> bool:
@@ -67,9 +102,17 @@ _CMP: dict[type, Callable[[Any, Any], bool]] = {
     ast.IsNot: lambda a, b: a is not b,
 }
 _BUILTINS: dict[str, Callable[..., Any]] = {
-    "int": int, "str": str, "len": len, "tuple": tuple, "list": list,
+    "int": int, "str": str, "len": len, "tuple": tuple, "list": list, "bool": bool,
+    "sorted": sorted, "any": any, "all": all, "min": min, "max": max, "range": range,
+    "map": map,
 }
+# builtins that call a function they are given (only a whitelisted builtin or a lambda)
+_HIGHER = {"sorted", "map", "min", "max"}
 _STR_METHODS = {"split", "join", "replace", "strip", "startswith", "endswith", "lower"}
+_CONTAINER_METHODS = {dict: {"get", "items", "keys", "values"}, list: {"index", "count"},
+                      tuple: {"index", "count"}}
+_LIST_UPDATES = {"append", "extend", "remove", "insert"}
+_MAX_STEPS = 100_000  # loop iterations per evaluator: a bound, not a model of anything
 # statements that bind no name: skipped in lenient mode (no effect on the values read)
 _SKIPPED = (ast.Expr, ast.Import, ast.ImportFrom, ast.Pass, ast.Assert)
 
@@ -85,17 +128,29 @@ class Evaluator:
     callable given the evaluated arguments). Attribute chains are known only through ``attrs``
     (dotted name -> value). A Python error while evaluating (``int("")``) is :class:`Unread`.
 
-    Statements: ``=`` / annotated ``=`` to names or (nested) tuples/lists of names, ``+=`` and
-    the like, ``if``/``else``, ``pass``, ``return`` (only under :meth:`function`); assignments to
-    ``os.environ[KEY]`` are collected in :attr:`environ`.
+    Also list, generator and set comprehensions, ``lambda`` (called only by this evaluator),
+    ``sorted``/``map``/``min``/``max`` (their function argument a whitelisted builtin or a
+    lambda; keyword arguments only for builtins), ``any``/``all``/``range``/``bool``, dict
+    ``get``/``items``/``keys``/``values`` and list ``index``/``count``, and
+    ``super().name(...)``, looked up in ``calls`` as ``"super().name"``. A Python error of the
+    evaluated code itself (``int("0a")``), ``list.remove`` of a missing item or a ``raise``
+    statement is :class:`Failed`: what the real code would do on the modelled machine.
 
-    ``strict`` (the default): anything else raises :class:`Unread`; ``list.append`` /
-    ``list.extend`` expression statements are evaluated. Lenient (``strict=False``): an unknown
-    value is :class:`Opaque`; statements that bind no name (expression statements, imports,
-    asserts) are skipped; other attribute/subscript targets are ignored; a ``try`` body is run
-    and the names it assigns become opaque if it fails; an ``if`` whose condition is opaque
-    makes the names it assigns opaque, unless a branch holds a ``return`` or a statement for
-    which ``decisive`` is true, which is :class:`Unread`.
+    Statements: ``=`` / annotated ``=`` to names, (nested) tuples/lists of names or
+    subscripts of a known dict or list, ``+=`` and the like (to a name or such a subscript),
+    ``if``/``else``, ``for`` over a known sequence (``break``/``continue``; no ``else``),
+    ``pass``, ``raise``, ``return`` (only under :meth:`function`), ``list.append`` /
+    ``extend`` / ``remove`` / ``insert`` on a name; assignments to ``os.environ[KEY]`` are
+    collected in :attr:`environ`.
+
+    ``strict`` (the default): anything else raises :class:`Unread`. Lenient
+    (``strict=False``): an unknown value is :class:`Opaque`; other statements that bind no name
+    (expression statements, imports, asserts) are skipped; other attribute/subscript targets
+    are ignored; a list update on an unknown value makes that name opaque; a ``try`` body is
+    run and the names it assigns become opaque if it fails; an ``if`` whose condition is
+    opaque, or a ``for`` over an unknown value, makes the names it assigns opaque, unless a
+    branch holds a ``return`` or a statement for which ``decisive`` is true, which is
+    :class:`Unread`.
     """
 
     def __init__(
@@ -106,7 +161,9 @@ class Evaluator:
         attrs: Mapping[str, Any] | None = None,
         strict: bool = True,
         decisive: Callable[[ast.stmt], bool] | None = None,
+        origin: str | None = None,
     ) -> None:
+        self.origin = origin  # the file of the code evaluated, kept on its strings
         self.env: dict[str, Any] = dict(env or {})
         self.calls = dict(calls or {})
         self.attrs = dict(attrs or {})
@@ -114,6 +171,8 @@ class Evaluator:
         self.decisive = decisive or (lambda node: False)
         self.environ: dict[str, Any] = {}
         self._in_function = False
+        self._steps = 0
+        self._loops = 0
 
     def unknown(self, node: ast.AST, reason: str) -> Opaque:
         """What the evaluator cannot compute: :class:`Unread` (strict) or :class:`Opaque`."""
@@ -138,6 +197,9 @@ class Evaluator:
             self.stmt(stmt)
 
     def stmt(self, node: ast.stmt) -> None:
+        if isinstance(node, ast.Expr) and _list_update(node.value):
+            self.list_update(node, node.value)  # type: ignore[arg-type]
+            return
         if isinstance(node, ast.Pass) or (not self.strict and isinstance(node, _SKIPPED)):
             return
         if isinstance(node, ast.Return) and self._in_function:
@@ -151,16 +213,33 @@ class Evaluator:
             self.env[node.target.id] = self.binop(
                 node, node.op, self.expr(node.target), self.expr(node.value)
             )
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Subscript):
+            target = node.target
+            owner, index = self.expr(target.value), self.expr(target.slice)
+            if is_opaque(owner, index) or not isinstance(owner, (dict, list)):
+                self.bind(target, self.unknown(target, "update of an unknown container"))
+                return
+            try:
+                current = owner[index]
+            except (KeyError, IndexError, TypeError) as exc:
+                raise Failed(target, f"{type(exc).__name__}: {exc}") from exc
+            self.bind(target, self.binop(node, node.op, current, self.expr(node.value)))
         elif isinstance(node, ast.If):
             self.if_(node)
+        elif isinstance(node, ast.For):
+            self.for_(node)
+        elif isinstance(node, ast.Break) and self._loops:
+            raise _Break()
+        elif isinstance(node, ast.Continue) and self._loops:
+            raise _Continue()
+        elif isinstance(node, ast.Raise):
+            raise Failed(node, f"raise {ast.unparse(node.exc) if node.exc else ''}".strip())
         elif isinstance(node, ast.Try) and not self.strict:
             try:
                 self.run(node.body)
             except Unread as exc:
-                for name in assigned([node]):
+                for name in mutated([node]):
                     self.env[name] = Opaque(exc.node, exc.reason)
-        elif isinstance(node, ast.Expr) and _list_update(node.value):
-            self.list_update(node, node.value)  # type: ignore[arg-type]
         else:
             raise Unread(node, f"`{type(node).__name__}` statement is not evaluated")
 
@@ -170,19 +249,56 @@ class Evaluator:
             branches = node.body + node.orelse
             if any(isinstance(n, ast.Return) or self.decisive(n) for n in branches):
                 raise Unread(node.test, f"condition `{ast.unparse(node.test)}`: {test.reason}")
-            for name in assigned(branches):
+            for name in mutated(branches):
                 self.env[name] = Opaque(node, "assigned under an unreadable condition")
             return
         self.run(node.body if test else node.orelse)
 
+    def for_(self, node: ast.For) -> None:
+        items = self.expr(node.iter)
+        if isinstance(items, Opaque) or not isinstance(items, (list, tuple, dict, str, range)):
+            if self.strict or any(isinstance(n, ast.Return) or self.decisive(n)
+                                  for n in node.body):
+                reason = items.reason if isinstance(items, Opaque) else "not a sequence"
+                raise Unread(node.iter, f"loop over `{ast.unparse(node.iter)}`: {reason}")
+            for name in mutated(node.body) | assigned([node.target]):
+                self.env[name] = Opaque(node, "assigned in a loop over an unknown value")
+            return
+        if node.orelse:
+            raise Unread(node, "`for ... else` is not evaluated")
+        self._loops += 1
+        try:
+            for item in list(items):
+                self._steps += 1
+                if self._steps > _MAX_STEPS:
+                    raise Unread(node, f"more than {_MAX_STEPS} loop steps")
+                self.bind(node.target, item)
+                try:
+                    self.run(node.body)
+                except _Continue:
+                    continue
+                except _Break:
+                    break
+        finally:
+            self._loops -= 1
+
     def list_update(self, node: ast.stmt, call: ast.Call) -> None:
-        """``name.append(x)`` / ``name.extend(xs)`` on a list (strict mode)."""
-        target = self.expr(call.func.value)  # type: ignore[attr-defined]
+        """``name.append(x)`` / ``extend(xs)`` / ``remove(x)`` / ``insert(i, x)`` on a list."""
+        owner = call.func.value  # type: ignore[attr-defined]
+        target = self.expr(owner)
         method = call.func.attr  # type: ignore[attr-defined]
         if not isinstance(target, list):
-            raise Unread(node, f"{method} on a non-list")
-        value = self.expr(call.args[0])
-        target.append(value) if method == "append" else target.extend(value)
+            if self.strict or self.decisive(node):
+                raise Unread(node, f"{method} on a non-list")
+            self.env[owner.id] = Opaque(node, f"{method} on an unknown value")
+            return
+        args = [self.expr(a) for a in call.args]
+        if method == "remove" and not is_opaque(*args) and args[0] not in target:
+            raise Failed(node, "ValueError: list.remove(x): x not in list")
+        if method == "remove" and is_opaque(*args):
+            self.env[owner.id] = Opaque(node, "remove of an unknown value")
+            return
+        getattr(target, method)(*args)
 
     def bind(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
@@ -200,6 +316,16 @@ class Evaluator:
             key = self.expr(target.slice)
             if not is_opaque(key):
                 self.environ[key] = value
+        elif isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) \
+                and isinstance(self.env.get(target.value.id), (dict, list)):
+            key = self.expr(target.slice)
+            if is_opaque(key):
+                self.env[target.value.id] = self.unknown(target, "a store at an unknown key")
+                return
+            try:
+                self.env[target.value.id][key] = value
+            except (IndexError, TypeError) as exc:
+                raise Failed(target, f"{type(exc).__name__}: {exc}") from exc
         elif self.strict:
             raise Unread(target)
         # lenient: attribute / subscript targets (self.enable_bf16 = ...) do not matter
@@ -208,21 +334,23 @@ class Evaluator:
     def expr(self, node: ast.expr) -> Any:
         try:
             return self._expr(node)
-        except (Unread, _Return):
+        except (Unread, _Return, _Break, _Continue):
             raise
         except Exception as exc:  # the evaluated Python itself failed (int(""), a bad index)
-            raise Unread(node, f"{type(exc).__name__} evaluating `{ast.unparse(node)}`") from exc
+            if "Opaque" in str(exc):  # an unknown value reached Python (";".join([unknown]))
+                raise Unread(node, f"an unknown value in `{ast.unparse(node)}`") from exc
+            raise Failed(node, f"{type(exc).__name__}: {exc}") from exc
 
     def _expr(self, node: ast.expr) -> Any:
         if isinstance(node, ast.Constant):
             if isinstance(node.value, str):
-                text = SourceStr(node.value)
-                text.line = node.lineno
-                return text
+                return self.source_str(node.value, node)
             return node.value
         if isinstance(node, ast.Name):
             if node.id in self.env:
                 return self.env[node.id]
+            if node.id in _BUILTINS:  # a builtin passed as a value: map(int, ...)
+                return _BUILTINS[node.id]
             return self.unknown(node, f"`{node.id}` is not known statically")
         if isinstance(node, ast.Attribute):
             name = dotted(node)
@@ -297,27 +425,138 @@ class Evaluator:
                     parts.append(str(value))
                 else:
                     parts.append(str(self.expr(value_node)))
-            return "".join(parts)
+            return self.source_str("".join(parts), node)
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            items = self.comprehension(node, node.generators, node.elt)
+            if isinstance(items, Opaque):
+                return items
+            return set(items) if isinstance(node, ast.SetComp) else items
+        if isinstance(node, ast.Lambda):
+            args = node.args
+            if (args.vararg or args.kwarg or args.kwonlyargs or args.defaults
+                    or args.posonlyargs):
+                return self.unknown(node, "a lambda with more than plain parameters")
+            return _Lambda(node, dict(self.env))
         return self.unknown(node, f"`{type(node).__name__}` is not evaluated")
 
+    def source_str(self, text: str, node: ast.AST) -> SourceStr:
+        out = SourceStr(text)
+        out.line, out.origin = getattr(node, "lineno", 0), self.origin
+        return out
+
+    def comprehension(self, node: ast.expr, generators: list[ast.comprehension],
+                      elt: ast.expr) -> list[Any] | Opaque:
+        """The items of a comprehension, its names bound in a scope of their own."""
+        saved = dict(self.env)
+        out: list[Any] = []
+
+        def walk(level: int) -> Opaque | None:
+            if level == len(generators):
+                out.append(self.expr(elt))
+                return None
+            gen = generators[level]
+            items = self.expr(gen.iter)
+            if gen.is_async or isinstance(items, Opaque):
+                return Opaque(node, items.reason if isinstance(items, Opaque) else "async")
+            for item in list(items):
+                self._steps += 1
+                if self._steps > _MAX_STEPS:
+                    raise Unread(node, f"more than {_MAX_STEPS} loop steps")
+                self.bind(gen.target, item)
+                tests = [self.expr(t) for t in gen.ifs]
+                if any(isinstance(t, Opaque) for t in tests):
+                    return Opaque(node, "a comprehension filter of an unknown value")
+                if all(tests):
+                    stop = walk(level + 1)
+                    if stop is not None:
+                        return stop
+            return None
+
+        try:
+            stop = walk(0)
+        finally:
+            self.env = saved
+        if stop is not None:
+            return self.unknown(node, stop.reason)
+        return out
+
+    def apply(self, node: ast.AST, fn: Any, args: list[Any]) -> Any:
+        """Call a function value the evaluated code passes around: a lambda it made or a
+        whitelisted builtin; anything else is unknown."""
+        if isinstance(fn, _Lambda):
+            params = [a.arg for a in fn.node.args.args]
+            if len(params) != len(args):
+                raise Failed(node, f"TypeError: the lambda takes {len(params)} arguments")
+            saved = self.env
+            self.env = {**fn.env, **dict(zip(params, args, strict=True))}
+            try:
+                return self.expr(fn.node.body)
+            finally:
+                self.env = saved
+        if any(fn is b for b in _BUILTINS.values()) and fn not in (map, sorted, min, max):
+            if is_opaque(*args):
+                return self.unknown(node, "a builtin of an unknown value")
+            return fn(*args)
+        return self.unknown(node, "a call of a value that is not a whitelisted function")
+
     def call(self, node: ast.Call) -> Any:
-        if node.keywords:
+        name = dotted(node.func)
+        if name is None and isinstance(node.func, ast.Attribute) and isinstance(
+                node.func.value, ast.Call) and dotted(node.func.value.func) == "super" \
+                and not node.func.value.args:
+            name = f"super().{node.func.attr}"
+        if any(k.arg is None for k in node.keywords) or any(
+                isinstance(a, ast.Starred) for a in node.args):
+            return self.unknown(node, f"`{ast.unparse(node)}`: unpacked arguments")
+        if node.keywords and name not in _BUILTINS:
             return self.unknown(node, f"`{ast.unparse(node)}`: keyword arguments")
         args = [self.expr(a) for a in node.args]
-        name = dotted(node.func)
+        kwargs = {k.arg: self.expr(k.value) for k in node.keywords}
         if name in self.calls:
             return self.calls[name](*args)  # type: ignore[index]
+        if name in self.env and isinstance(self.env[name], _Lambda):
+            return self.apply(node, self.env[name], args)
         if name in _BUILTINS:
-            if is_opaque(*args):
+            if is_opaque(*args, *kwargs.values()):
                 return self.unknown(node, f"`{ast.unparse(node)}` of an unknown value")
-            return _BUILTINS[name](*args)  # type: ignore[index]
-        if isinstance(node.func, ast.Attribute) and node.func.attr in _STR_METHODS:
+            if name in _HIGHER:
+                return self.higher(node, name, args, kwargs)
+            return _BUILTINS[name](*args, **kwargs)  # type: ignore[index]
+        if isinstance(node.func, ast.Attribute):
+            method = node.func.attr
             owner = self.expr(node.func.value)
-            if isinstance(owner, str) and not is_opaque(*args):
-                return getattr(str(owner), node.func.attr)(*args)
+            if method in _STR_METHODS and isinstance(owner, str) and not is_opaque(*args):
+                return getattr(str(owner), method)(*args)
+            kinds = _CONTAINER_METHODS.get(type(owner), ())
+            if method in kinds and not is_opaque(*args):
+                result = getattr(owner, method)(*args)
+                return list(result) if method in ("items", "keys", "values") else result
         return self.unknown(node, f"call `{ast.unparse(node.func)}()` is not evaluated")
+
+    def higher(self, node: ast.Call, name: str, args: list[Any],
+               kwargs: dict[str, Any]) -> Any:
+        """``sorted`` / ``map`` / ``min`` / ``max`` whose function arguments this evaluator
+        calls itself (:meth:`apply`)."""
+        if set(kwargs) - {"key", "reverse", "default"}:
+            return self.unknown(node, f"`{name}` with keyword arguments {sorted(kwargs)}")
+        if name == "map":
+            if len(args) != 2:
+                return self.unknown(node, "map over more than one sequence")
+            return [self.apply(node, args[0], [item]) for item in list(args[1])]
+        key = kwargs.pop("key", None)
+        if key is not None:
+            pairs = [(self.apply(node, key, [item]), i, item)
+                     for i, item in enumerate(list(args[0]) if len(args) == 1 else args)]
+            if any(isinstance(p[0], Opaque) for p in pairs):
+                return self.unknown(node, f"`{name}` by a key of unknown values")
+            if name == "sorted":
+                return [item for _, _, item in sorted(pairs, reverse=bool(
+                    kwargs.get("reverse")))]
+            chosen = (min if name == "min" else max)(pairs, **kwargs)
+            return chosen[2]
+        return _BUILTINS[name](*args, **kwargs)
 
     def binop(self, node: ast.AST, op: ast.operator, left: Any, right: Any) -> Any:
         if isinstance(op, ast.Add) and isinstance(left, list):
@@ -339,9 +578,9 @@ def _list_update(value: ast.expr) -> bool:
     return (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
-        and value.func.attr in ("append", "extend")
+        and value.func.attr in _LIST_UPDATES
         and isinstance(value.func.value, ast.Name)
-        and len(value.args) == 1
+        and len(value.args) == (2 if value.func.attr == "insert" else 1)
         and not value.keywords
     )
 
@@ -383,6 +622,19 @@ def assigned(nodes: Iterable[ast.AST]) -> set[str]:
         for n in ast.walk(top)
         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
     }
+
+
+def mutated(nodes: Iterable[ast.AST]) -> set[str]:
+    """The names ``nodes`` bind or change in place (``x.append(...)``, ``x[k] = ...``)."""
+    found = assigned(nodes)
+    for top in nodes:
+        for n in ast.walk(top):
+            if isinstance(n, ast.Expr) and _list_update(n.value):
+                found.add(n.value.func.value.id)  # type: ignore[attr-defined]
+            elif isinstance(n, ast.Subscript) and isinstance(n.ctx, ast.Store) \
+                    and isinstance(n.value, ast.Name):
+                found.add(n.value.id)
+    return found
 
 
 def constants(tree: ast.Module) -> dict[str, Any]:

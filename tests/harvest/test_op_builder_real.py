@@ -204,3 +204,193 @@ def test_eras_differ_as_the_files_say():
     ops = {o["name"]: o for o in by["0.19.8"]["ops"]}
     assert ops["transformer_inference"]["min_cc"] == "6.0"
     assert ops["transformer_inference"]["builder"] == "InferenceBuilder"
+
+
+# ------------------------------------------------------------------ per-op rules, arch entries
+# Each vendored release's own async_io/gds cxx_args() run for a row of torch versions, and its
+# own CUDAOpBuilder.compute_capability_args() run on each probed TORCH_CUDA_ARCH_LIST entry
+# (ahead of time, and as a JIT load on a machine with one GPU of that capability), compared
+# with what the static reader states for them.
+
+OPS_RUNNER = r"""
+import importlib, json, os, sys, traceback
+stub, parent, torches, entries, ops = sys.argv[1:6]
+sys.path[:0] = [stub, parent]
+import torch
+torch.utils.cpp_extension.CUDA_HOME = "/usr/local/cuda"
+STUBBED = {"cpu_arch": "-march=native", "simd_width": "-D__AVX512__",
+           "get_cuda_compile_flag": "-D__ENABLE_CUDA__",
+           "get_cuda_lib64_path": "/usr/local/cuda/lib64"}  # they probe the host: not judged
+
+def fresh(version):
+    torch.__version__ = version
+    for name in [m for m in sys.modules if m == "op_builder" or m.startswith("op_builder.")]:
+        del sys.modules[name]
+    return importlib.import_module("op_builder.builder")
+
+out = {"std": {}, "arch": []}
+for t in json.loads(torches):
+    fresh(t + ".0")
+    for module, cls in json.loads(ops).items():
+        op = getattr(importlib.import_module("op_builder." + module), cls)()
+        for name, value in STUBBED.items():
+            setattr(op, name, lambda *a, v=value, **k: v)
+        try:
+            stds = [a for a in op.cxx_args() if isinstance(a, str) and a.startswith("-std=")]
+            out["std"].setdefault(module, {})[t] = stds[-1] if stds else None
+        except Exception as exc:
+            out["std"].setdefault(module, {})[t] = f"error {type(exc).__name__}: {exc}"
+builder = fresh("2.5.1")
+
+class Probe(builder.CUDAOpBuilder):
+    BUILD_VAR = "DS_BUILD_PROBE"
+    NAME = "probe"
+
+    def __init__(self):
+        super().__init__(name=self.NAME)
+
+    def absolute_name(self):
+        return "probe"
+
+    def sources(self):
+        return []
+
+for jit in (False, True):
+    for entry in json.loads(entries):
+        major, minor = entry.split(".")
+        gpu = (int(major), int(minor.rstrip("af")))
+        torch.cuda.device_count = lambda: 1
+        torch.cuda.get_device_capability = lambda i=0, g=gpu: g
+        os.environ["TORCH_CUDA_ARCH_LIST"] = entry
+        probe = Probe()
+        probe.jit_mode = jit
+        row = {"mode": "jit" if jit else "aot", "entry": entry}
+        try:
+            row["args"] = probe.compute_capability_args()
+            row["env"] = os.environ.get("TORCH_CUDA_ARCH_LIST")
+        except Exception as exc:
+            frames = [f for f in traceback.extract_tb(exc.__traceback__)
+                      if f.filename.endswith("builder.py")]
+            row["error"] = f"{type(exc).__name__}: {exc}"
+            row["line"] = frames[-1].lineno
+        out["arch"].append(row)
+print(json.dumps(out))
+"""
+OP_CLASSES = {"async_io": "AsyncIOBuilder", "gds": "GDSBuilder"}
+TORCHES = ["1.13", "2.0", "2.1", "2.5", "2.11", "2.12", "2.15", "3.0"]
+STUB_EXTRA = {"distutils/spawn.py": "def find_executable(name):\n    return None\n"}
+
+
+@pytest.fixture(scope="module")
+def ops_real(tmp_path_factory) -> dict[str, dict]:
+    from envgen.harvest.op_builder import ARCH_ENTRIES
+
+    root = tmp_path_factory.mktemp("ds_ops_real")
+    stub = root / "stub"
+    for name, text in {**STUB_TORCH, **STUB_EXTRA}.items():
+        (stub / name).parent.mkdir(parents=True, exist_ok=True)
+        (stub / name).write_text(text)
+    runner = root / "runner.py"
+    runner.write_text(OPS_RUNNER)
+
+    def one(version: str) -> dict:
+        parent = root / version
+        package = parent / "op_builder"
+        package.mkdir(parents=True)
+        (package / "__init__.py").write_text("")
+        for path in (FIXTURES / version / "op_builder").glob("*.py"):
+            (package / path.name).write_text(path.read_text())
+        ops = {m: c for m, c in OP_CLASSES.items() if (package / f"{m}.py").exists()}
+        done = subprocess.run(
+            [sys.executable, "-I", str(runner), str(stub), str(parent), json.dumps(TORCHES),
+             json.dumps(ARCH_ENTRIES), json.dumps(ops)],
+            capture_output=True, text=True, timeout=120, cwd=root,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    with ThreadPoolExecutor(max_workers=len(RELEASES)) as pool:
+        return dict(zip(RELEASES, pool.map(one, RELEASES), strict=True))
+
+
+def test_vendored_releases_hold_the_op_files():
+    """The files the per-op comparisons run: async_io from 0.10.0 (its own -std=c++14), the
+    0.12.6 torch-conditional one, 0.16.4's super().cxx_args() edit, gds on top of it."""
+    have = {v for v in RELEASES if (FIXTURES / v / "op_builder" / "async_io.py").exists()}
+    assert {"0.10.0", "0.12.6", "0.16.4", "0.19.8"} <= have
+    assert (FIXTURES / "0.19.8" / "op_builder" / "gds.py").exists()
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_op_std_rules_match_the_release(ops_real, version):
+    built = build_facts(complete_build({"read": True, **facts_of(version)}))
+    ops = {op.name: op for op in built.ops}
+    observed = ops_real[version]["std"]
+    assert set(observed) == {m for m in OP_CLASSES
+                             if (FIXTURES / version / "op_builder" / f"{m}.py").exists()}
+    for module, per_torch in observed.items():
+        op = ops[module]
+        assert op.cxx_std, f"{module} passes its own -std= flag, the reader has no rule"
+        for torch, flag in per_torch.items():
+            rule = built.std(op.cxx_std, torch, "12.8")
+            if flag is not None and flag.startswith("error"):
+                assert rule is None, (module, torch, flag)
+                assert any("raises" in e and flag.split(": ", 1)[1] in e for e in op.evidence)
+            else:
+                assert rule is not None and flag == f"-std=c++{rule.std}", (module, torch, rule)
+
+
+def test_op_std_rules_the_issue_names():
+    """0.10.0's async_io is -std=c++14 whatever torch (op_builder/async_io.py:42); from 0.11
+    it follows torch 2.1's C++17; gds inherits async_io's; the link probes name libaio and
+    libcufile; 0.19.8's pin_memory refuses win32."""
+    by = {v: {o["name"]: o for o in facts_of(v)["ops"]} for v in ("0.10.0", "0.12.6", "0.19.8")}
+    assert [(r["std"], r["torch"], r["where"]) for r in by["0.10.0"]["async_io"]["cxx_std"]] == [
+        ("14", "", "op_builder/async_io.py:42")]
+    assert by["0.10.0"]["async_io"]["build_var"] == "DS_BUILD_AIO"
+    assert by["0.10.0"]["async_io"]["libraries"] == ["aio"]
+    assert ("17", ">=2.1,<3") in [(r["std"], r["torch"])
+                                  for r in by["0.12.6"]["async_io"]["cxx_std"]]
+    assert by["0.19.8"]["gds"]["libraries"] == ["cufile", "aio"]
+    assert by["0.19.8"]["gds"]["cxx_std"] == by["0.19.8"]["async_io"]["cxx_std"]
+    assert by["0.19.8"]["pin_memory"]["refuses_platforms"] == ["win32"]
+    assert any(e.startswith("op_builder/pin_memory.py:")
+               for e in by["0.19.8"]["pin_memory"]["evidence"])
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_arch_entries_match_the_release(ops_real, version):
+    static = {(e["mode"], e["entry"]): e for e in facts_of(version)["arch_entries"]}
+    observed = ops_real[version]["arch"]
+    assert len(observed) == len(static) == 10
+    for row in observed:
+        read = static[(row["mode"], row["entry"])]
+        key = (version, row["mode"], row["entry"])
+        if "error" in row:
+            assert read["result"] == "fails", key
+            assert read["where"] == f"op_builder/builder.py:{row['line']}", key
+            assert read["detail"].endswith(row["error"]), key
+            continue
+        made = " ".join(row["args"]) if row["args"] else f"TORCH_CUDA_ARCH_LIST={row['env']}"
+        assert read["detail"].endswith(made), (key, read["detail"], made)
+        major, minor = row["entry"].split(".")
+        want, base = f"sm_{major}{minor}", f"sm_{major}{minor.rstrip('af')}"
+        listed = (row["env"] or "").replace("+PTX", "").split(";")
+        if row["args"]:
+            kept, dropped = f"code={want}" in made, f"code={base}" in made
+        else:
+            kept, dropped = row["entry"] in listed, row["entry"].rstrip("af") in listed
+        assert read["result"] == ("kept" if kept else "dropped" if dropped else "misread"), key
+
+
+def test_arch_entries_the_issue_names():
+    """0.19.8 raises on 9.0a in its JIT load at builder.py:710 (the H200 machine's failure,
+    docs/gpu-runners.md); 0.10.0 reads 10.0 as compute_1.; 0.16.4 keeps 9.0a ahead of time."""
+    by = {v: {(e["mode"], e["entry"]): e for e in facts_of(v)["arch_entries"]}
+          for v in ("0.10.0", "0.16.4", "0.19.8")}
+    jit = by["0.19.8"][("jit", "9.0a")]
+    assert (jit["result"], jit["where"]) == ("fails", "op_builder/builder.py:710")
+    assert "invalid literal for int() with base 10: '0a'" in jit["detail"]
+    assert by["0.10.0"][("aot", "10.0")]["result"] == "misread"
+    assert "compute_1." in by["0.10.0"][("aot", "10.0")]["detail"]
+    assert by["0.16.4"][("aot", "9.0a")]["result"] == "kept"

@@ -64,6 +64,24 @@ class CUDAOpBuilder(OpBuilder):
         args += ["-std=c++17" if cuda_major > 10 else "-std=c++14"]
         args += self.compute_capability_args()
         return args
+
+    def compute_capability_args(self, cross_compile_archs=None):
+        ccs = []
+        if self.jit_mode:
+            for i in range(torch.cuda.device_count()):
+                major, minor = torch.cuda.get_device_capability(i)
+                ccs.append(f"{major}.{minor}")
+        else:
+            archs = os.environ.get("TORCH_CUDA_ARCH_LIST", None)
+            ccs = (archs or get_default_compute_capabilities()).replace(" ", ";").split(";")
+        args = []
+        for cc in self.filter_ccs(ccs):
+            num = cc[0] + cc[1].split("+")[0]
+            args.append(f"-gencode=arch=compute_{num},code=sm_{num}")
+        return args
+
+    def filter_ccs(self, ccs):
+        return [cc.split(".") for cc in ccs]
 '''
 
 OP = '''
@@ -123,6 +141,13 @@ def test_reads_the_computed_values():
     )
     assert any("int(cc[0]) >= 8" in e for e in op["evidence"])
     assert got["unread"] == []
+    entries = {(e["mode"], e["entry"]): e for e in got["arch_entries"]}
+    assert entries[("aot", "9.0a")]["result"] == "kept"
+    assert entries[("aot", "9.0a")]["detail"] == "-gencode=arch=compute_90a,code=sm_90a"
+    assert entries[("jit", "9.0a")]["result"] == "dropped"  # the GPU's own 9.0, list unread
+    assert entries[("aot", "10.0")]["result"] == "kept"
+    line = textwrap.dedent(BUILDER).splitlines().index("def get_default_compute_capabilities():")
+    assert got["default_archs_where"] == f"op_builder/builder.py:{line + 1}"
 
 
 def test_exact_check_and_no_skip_variable():

@@ -319,7 +319,9 @@ def test_evaluator_arch_list() -> None:
 
 @pytest.mark.parametrize(
     "source",
-    ["x = open('f')", "x = [a for a in b]", "import os", "for a in b: pass", "x = y"],
+    ["x = open('f')", "x = {a: a for a in b}", "import os", "while b: pass", "x = y",
+     "for a in b:\n    pass\nelse:\n    pass", "x = sorted(b, key=len, cmp=None)",
+     "x = (lambda a=1: a)()", "with b: pass"],
 )
 def test_evaluator_refuses_what_it_does_not_whitelist(source: str) -> None:
     with pytest.raises(Unread):
@@ -332,7 +334,7 @@ def test_unread_arch_block_is_reported_not_guessed() -> None:
         def set_cuda_arch_list(cuda_dir):
             if os.environ.get("TORCH_CUDA_ARCH_LIST", None) is None:
                 bare_metal_major, bare_metal_minor = get_cuda_bare_metal_version(cuda_dir)
-                archs = [a for a in ["8.0"]]
+                archs = list({a: 1 for a in ["8.0"]})
                 os.environ["TORCH_CUDA_ARCH_LIST"] = ";".join(archs)
 
         def check_system_pytorch_cuda_match(cuda_dir):
@@ -346,7 +348,8 @@ def test_unread_arch_block_is_reported_not_guessed() -> None:
     )
     facts = colossalai_build_facts({"setup.py": "", "op_builder/utils.py": utils}, ["12.4"])
     assert facts["default_archs"] is None
-    assert any(u.startswith("op_builder/utils.py:5: archs = [a for a in") for u in facts["unread"])
+    assert any(u.startswith("op_builder/utils.py:5: archs = list({a: 1 for a in")
+               for u in facts["unread"])
     assert (facts["nvcc_check"], facts["nvcc_mismatch"]) == ("exact", "raise")
 
 
