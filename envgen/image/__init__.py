@@ -32,6 +32,18 @@ def lock_with_image(facts, combo, options, sources: dict[str, str], recipes: Rec
     return finish(solved, image)
 
 
+def ops_skipped(combo, build) -> tuple[tuple[str, str | None, str], ...]:
+    """(op, its build variable, why) for each op the combination says cannot build here
+    (``Combination.ops_unavailable``: "name: why")."""
+    by_name = {op.name: op for op in (build.ops if build is not None else ())}
+    out = []
+    for line in combo.ops_unavailable:
+        name, _, why = line.partition(": ")
+        op = by_name.get(name)
+        out.append((name, op.build_var if op is not None else None, why))
+    return tuple(out)
+
+
 def render_for_lock(solved, facts, recipes: Recipes, lock_hash: str
                     ) -> tuple[dict[str, str], dict]:
     """The image files and manifest section for a solved lock (envgen.lock.files.Solved)."""
@@ -39,6 +51,9 @@ def render_for_lock(solved, facts, recipes: Recipes, lock_hash: str
 
     plan, combo = solved.plan, solved.plan.combination
     toolkit = facts.toolkits.get(combo.nvcc)
+    release = next((r for r in facts.frameworks if r.framework == combo.framework
+                    and r.version == combo.framework_version), None)
+    build = release.build if release is not None else None
     inp = ImageInput(
         combination=combo, os_family=facts.oses[combo.os].family, flavor=plan.flavor,
         gcc=plan.gcc, pip=solved.pip, pip_options=tuple(pip_options(plan)),
@@ -47,6 +62,7 @@ def render_for_lock(solved, facts, recipes: Recipes, lock_hash: str
         os_toolkit=plan.os_toolkit,
         os_packages=plan.os_packages if plan.os_toolkit else (),
         cuda_home=plan.env.get("CUDA_HOME") if plan.os_toolkit else None,
-        build=solved.build.packages if solved.build else ())
+        build=solved.build.packages if solved.build else (),
+        framework_build=build, ops_skipped=ops_skipped(combo, build))
     return render_image(inp, recipes, solved.options.image,
                         supported_archs=tuple(toolkit.archs) if toolkit else ())

@@ -16,11 +16,13 @@ from pathlib import Path
 from envgen import __version__, inside, validate
 from envgen.errors import DataError, UsageError
 from envgen.facts.images import Base, Recipes
+from envgen.facts.release_model import BuildFacts
 from envgen.image.naming import image_name
 from envgen.lock.conda_solve import CondaPackage
 from envgen.lock.flavors import flavor_for
 from envgen.lock.pip_compile import PipPackage
 from envgen.lock.requirements import normalize
+from envgen.resolve.checks import arch_entry_text
 from envgen.resolve.combination import Combination
 
 DOCKERFILE = "Dockerfile"
@@ -81,15 +83,54 @@ def arch_list(archs: tuple[str, ...]) -> str:
     return ";".join(text)
 
 
-def choose_archs(requested: tuple[str, ...], recipes: Recipes, supported: tuple[str, ...]
-                 ) -> tuple[str, ...]:
+def _framework_misreads(arch: str, build: BuildFacts | None) -> str | None:
+    """Why the framework's op builder cannot compile ``arch`` ahead of time: it raises on, or
+    misreads, its TORCH_CUDA_ARCH_LIST entry (read from the release's builder.py)."""
+    entry = build.arch_entry(arch, "aot") if build is not None and build.read else None
+    if entry is None or entry.result not in ("fails", "misread"):
+        return None
+    return f"{arch_entry_text(entry)} ({entry.where}, TORCH_CUDA_ARCH_LIST={entry.entry})"
+
+
+def choose_archs(requested: tuple[str, ...], recipes: Recipes, supported: tuple[str, ...],
+                 build: BuildFacts | None = None, framework: str = "the framework"
+                 ) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the archs the ops compile for, why each default arch was left out). A requested arch
+    that nvcc cannot target, or that the framework's op builder cannot read, is refused."""
+    knows = f"its ptxas knows {supported[0]} … {supported[-1]}" if supported else ""
     if requested:
         unknown = [a for a in requested if supported and a not in supported]
         if unknown:
-            raise UsageError(f"nvcc for this combination cannot compile for {', '.join(unknown)}",
-                             hint=f"choose from: {', '.join(supported)}")
-        return tuple(dict.fromkeys(requested))
-    return tuple(a for a in recipes.default_archs if not supported or a in supported)
+            raise UsageError(f"nvcc for this combination cannot compile for {', '.join(unknown)} "
+                             f"({knows})", hint=f"choose from: {', '.join(supported)}")
+        for arch in requested:
+            why = _framework_misreads(arch, build)
+            if why is not None:
+                raise UsageError(
+                    f"{framework}'s op builder cannot compile for {arch}: {why}",
+                    hint=f"pass --gpu-arch {arch.rstrip('af')} (the arch without its suffix) if "
+                         "the builder reads that, or choose a release of the framework whose "
+                         "builder reads it (envgen resolve --gpu-arch lists them)")
+        return tuple(dict.fromkeys(requested)), ()
+    chosen, left_out = [], []
+    for arch in recipes.default_archs:
+        if supported and arch not in supported:
+            left_out.append(f"{arch}: nvcc cannot target it ({knows})")
+        elif (why := _framework_misreads(arch, build)) is not None:
+            left_out.append(f"{arch}: {framework}'s op builder cannot compile for it: {why}")
+        else:
+            chosen.append(arch)
+    return tuple(chosen), tuple(left_out)
+
+
+def _build_notes(skipped: tuple[tuple[str, str | None, str], ...],
+                 left_out: tuple[str, ...]) -> str:
+    """Dockerfile comment lines: the recipe's ops not built and default archs left out, why."""
+    lines = [f"# not built: {name} ({why})" for name, _var, why in skipped]
+    lines += [f"# not compiled for {why}" for why in left_out]
+    for line in lines:
+        validate.no_newlines(line, "a Dockerfile comment")
+    return "".join(line + "\n" for line in lines)
 
 
 @dataclass(frozen=True)
@@ -113,6 +154,10 @@ class ImageInput:
     cuda_home: str | None = None
     # the hash-pinned build dependencies of the lock's sdists (installed before any build)
     build: tuple[PipPackage, ...] = ()
+    # the release's build facts (how its op builder reads TORCH_CUDA_ARCH_LIST), and the
+    # recipe's ops the combination cannot build: (op, its build variable, why)
+    framework_build: BuildFacts | None = None
+    ops_skipped: tuple[tuple[str, str | None, str], ...] = ()
 
 
 def _base(inp: ImageInput, recipes: Recipes, options: ImageOptions) -> tuple[str, Base | None]:
@@ -320,9 +365,12 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
             hint=(f"pass --os {with_it[0]} (its Python is {python}), or " if with_it else
                   "pass ") + f"--python {base.python[-1]}, or --flavor conda (it brings its "
             "own Python), or --base IMAGE with that Python")
-    archs = choose_archs(options.gpu_archs, recipes, supported_archs)
+    framework = f"{c.framework} {c.framework_version}"
+    archs, left_out = choose_archs(options.gpu_archs, recipes, supported_archs,
+                                   inp.framework_build, framework)
     if not archs:
-        raise UsageError("no GPU architecture to compile the ops for",
+        raise UsageError("no GPU architecture to compile the ops for"
+                         + (f" (left out: {'; '.join(left_out)})" if left_out else ""),
                          hint="pass --gpu-arch sm_XY (e.g. sm_90)")
     arch_text = arch_list(archs)
     values = {"python": python, "gcc": str(inp.gcc), "cuda": c.cuda}
@@ -363,6 +411,16 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
     builder_pkgs, cc, cxx = bt.builder_packages, bt.cc, bt.cxx
     ops_files = ["image/framework.lock.txt", "image/check-ops.py"]
     env = {**recipes.ops_build_env, **ops.env}
+    skipped = {op for op, _var, _why in inp.ops_skipped}
+    built = tuple(o for o in ops.ops if not set(o.split("|")) & skipped)
+    for op, var, _why in inp.ops_skipped:
+        if any(op in o.split("|") for o in ops.ops):
+            if not var or var not in env:
+                raise DataError(f"{framework} cannot build {op}, and curated/images.toml "
+                                f"[ops.{c.framework}] builds it without a variable envgen "
+                                f"knows to turn off ({var or 'its BUILD_VAR was not read'})",
+                                hint=f"set the op's build variable in [ops.{c.framework}] env")
+            env[var] = "0"  # the op's own switch (DS_BUILD_AIO): not built, not checked
     if ops.gpu_query_shim:  # see envgen/inside/sitecustomize.py
         files["image/sitecustomize.py"] = inside.path("sitecustomize.py").read_text(
             encoding="utf-8")
@@ -374,8 +432,11 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "ID": c.id, "FLAVOR": inp.flavor, "VERSION": __version__, "REGENERATE": inp.regenerate,
         "REPOSITORY": name.repository, "TAG": name.tag, "BASE": base_ref,
         "BASE_IMAGE": base_ref.split("@")[0], "FRAMEWORK": c.framework,
-        "FRAMEWORK_VERSION": c.framework_version, "OPS": " ".join(ops.ops),
-        "OPS_ARGS": " ".join(map(shlex.quote, ops.ops)),
+        "FRAMEWORK_VERSION": c.framework_version, "OPS": " ".join(built),
+        "OPS_ARGS": " ".join(map(shlex.quote, built)),
+        "BUILD_NOTES": _build_notes(tuple(o for o in inp.ops_skipped
+                                          if any(o[0] in r.split("|") for r in ops.ops)),
+                                    left_out),
         "NVCC": inp.nvcc or "?", "ARCH_LIST": arch_text, "PYTHON": python,
         "MICROMAMBA": recipes.conda.ref, "MICROMAMBA_PATH": recipes.conda.path,
         "CA_BUNDLE": family.ca_bundle, "WITH_CA": f"sh {IMAGE_WITH_CA} ",
@@ -391,7 +452,7 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
         "CHECK": ops.check, "PRUNE": prune or "true", "OPS_FILES": " ".join(ops_files),
         "BUILD_ONLY_NOTE": " ".join(prune_names) or "nothing",
         "ENV_KEY": "CONDA_PREFIX" if flavor.env_kind == "conda" else "VIRTUAL_ENV",
-        "LABELS": _labels(inp, base_ref, base, arch_text, name.tag, ops.ops),
+        "LABELS": _labels(inp, base_ref, base, arch_text, name.tag, built),
         "BASE_LOCKS": " ".join([BASE_LOCK, *([BUILD_LOCK] if inp.build else [])]),
         "BUILD_DEPS": ("/opt/env/bin/python -m pip install --no-deps --require-hashes -r "
                        f"/tmp/envgen/build.lock.txt \\\n && sh {IMAGE_WITH_CA} "
@@ -417,7 +478,7 @@ def render_image(inp: ImageInput, recipes: Recipes, options: ImageOptions,
                            "*\n!image/\n")
     section = {
         "dockerfile": DOCKERFILE, "base": base_ref, "cuda_arch_list": arch_text,
-        "ops": list(ops.ops), "repository": name.repository, "tag": name.tag,
+        "ops": list(built), "repository": name.repository, "tag": name.tag,
         "build_only": prune_names,
     }
     return files, section

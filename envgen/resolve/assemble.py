@@ -6,7 +6,7 @@ are curated or unknown, breakages not known to be fixed)."""
 from __future__ import annotations
 
 from envgen.facts.model import CudaToolkit, TorchBuild
-from envgen.facts.release_model import BuildFacts
+from envgen.facts.release_model import BuildFacts, OpFacts, TorchHeaders
 from envgen.resolve.checks import arch_base, cc_of, runs_on
 from envgen.resolve.combination import _ID_UNSAFE, Combination, id_part, id_prefix
 from envgen.resolve.engine import Feasible
@@ -14,10 +14,25 @@ from envgen.resolve.request import Request
 from envgen.versions import dotted_key, spec_contains
 
 
+def _op_std(build: BuildFacts, op: OpFacts, torch: str, cuda: str,
+            headers: TorchHeaders | None) -> str | None:
+    """Why ``op``'s own -std= flag (async_io's -std=c++14) cannot compile torch's headers."""
+    if headers is None or headers.cxx_std is None:
+        return None
+    need = int(headers.cxx_std)
+    for kind, rules in (("", op.cxx_std), (" for nvcc", op.nvcc_std)):
+        rule = build.std(rules, torch, cuda)
+        if rule is not None and int(rule.std) < need:
+            where = (headers.cxx_std_where or "").split(": ", 1)[0]
+            return (f"compiles with -std=c++{rule.std}{kind} ({rule.where}), but torch "
+                    f"{torch}'s headers require C++{need}" + (f" ({where})" if where else ""))
+    return None
+
+
 def ops_unavailable(build: BuildFacts | None, torch: str, cuda: str,
-                    arch: str | None) -> tuple[str, ...]:
+                    arch: str | None, headers: TorchHeaders | None = None) -> tuple[str, ...]:
     """Ops of the framework release that cannot be built or run here, each with the reason
-    read from the release's files."""
+    read from the release's files (and, for an op's own -std= flag, torch's ``headers``)."""
     if build is None or not build.read:
         return ()
     out = []
@@ -28,6 +43,9 @@ def ops_unavailable(build: BuildFacts | None, torch: str, cuda: str,
             why = f"needs torch{op.requires_torch}"
         elif op.requires_cuda and not spec_contains(op.requires_cuda, cuda):
             why = f"needs CUDA{op.requires_cuda}"
+        elif (std := _op_std(build, op, torch, cuda, headers)) is not None:
+            out.append(f"{op.name}: {std}")
+            continue
         elif cc and op.min_cc and cc < cc_of(op.min_cc):
             why = f"needs compute capability ≥ {op.min_cc} (have {arch})"
         elif cc and op.max_cc and cc > cc_of(op.max_cc):
@@ -55,11 +73,56 @@ def _nvcc_driver(t: CudaToolkit) -> str | None:
     return release.driver if release is not None else None
 
 
+def _default_arch_notes(f: Feasible) -> list[str]:
+    """The framework's own default arch list (used by a build with neither a GPU nor
+    TORCH_CUDA_ARCH_LIST) where it names archs this nvcc cannot target (DeepSpeed's
+    6.0;6.1;7.0 under CUDA 13), or archs its builder misreads."""
+    fw, t = f.framework, f.toolkit
+    build = fw.build
+    archs = build.default_archs.get(t.cuda) if build and build.read and build.default_archs \
+        else None
+    if not archs:
+        return []
+    where = f" ({build.default_archs_where})" if build.default_archs_where else ""
+    said = f"{fw.framework} {fw.version}'s default arch list with nvcc {t.cuda} is " \
+           f"{';'.join(archs)}{where}"
+    bad = [a for a in archs if t.archs and f"sm_{a.replace('.', '')}" not in t.archs]
+    misread = [a for a in archs if a not in bad and (e := build.arch_entry(
+        f"sm_{a.replace('.', '')}", "aot")) is not None and e.result in ("fails", "misread")]
+    if not bad and not misread:
+        return []
+    why = []
+    if bad:
+        why.append(f"nvcc {t.cuda} cannot target {', '.join(bad)} (its ptxas knows "
+                   f"{t.archs[0]} … {t.archs[-1]})")
+    if misread:
+        why.append(f"its builder misreads {', '.join(misread)}")
+    return [f"{said}: {' and '.join(why)}, so building its ops without a GPU and without "
+            f"TORCH_CUDA_ARCH_LIST (DS_BUILD_OPS=1 pip install) fails; envgen's image sets "
+            f"TORCH_CUDA_ARCH_LIST, and --gpu / --gpu-arch sets it in the env"]
+
+
+def _arch_entry_notes(f: Feasible, arch: str) -> list[str]:
+    """The framework's builder compiles ``arch`` without its a/f suffix (a refusal, when it
+    misreads it or raises, is the resolver's gpu-arch rule)."""
+    fw = f.framework
+    if fw.build is None or not fw.build.read:
+        return []
+    notes = []
+    for mode, when in (("aot", "ahead of time"), ("jit", "in a JIT load")):
+        entry = fw.build.arch_entry(arch, mode)
+        if entry is not None and entry.result == "dropped":
+            notes.append(f"{fw.framework} {fw.version}'s op builder compiles {arch} {when} "
+                         f"as {arch.rstrip('af')} ({entry.detail}; {entry.where}): the ops run "
+                         f"on the GPU but leave out {arch}-specific code")
+    return notes
+
+
 def _gpu_notes(f: Feasible, request: Request) -> list[str]:
     arch, b, fw = request.gpu_arch, f.build, f.framework
     if not arch:
-        return []
-    notes = []
+        return _default_arch_notes(f)
+    notes = _arch_entry_notes(f, f.checks.facts.arch_for(arch, f.toolkit.cuda)[0])
     if b.archs is None:
         notes.append(f"the GPU archs torch {b.pin.split('==')[1]} was compiled for are not in "
                      f"the matrix; {arch} is not checked against them")
@@ -215,7 +278,8 @@ def _shared(f: Feasible, request: Request) -> tuple[dict, tuple[str, ...], tuple
         nvcc_driver=nvcc_driver,
         cuda_archs=archs,
         framework_archs=tuple(fw_archs) if fw_archs is not None else None,
-        ops_unavailable=ops_unavailable(fw.build, b.version, t.cuda, request.gpu_arch),
+        ops_unavailable=ops_unavailable(fw.build, b.version, t.cuda, request.gpu_arch,
+                                        b.headers),
         evidence="curated" if b.curated else "harvested",
         facts=_fact_marks(f),
     )

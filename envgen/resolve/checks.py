@@ -51,6 +51,23 @@ def arch_base(arch: str) -> str:
     return arch.rstrip("af")
 
 
+def arch_list_entry(arch: str) -> str:
+    """``sm_90a`` → ``9.0a``: the TORCH_CUDA_ARCH_LIST spelling of an arch."""
+    major, minor = cc_of(arch)
+    return f"{major}.{minor}{arch[len(arch.rstrip('af')):]}"
+
+
+def arch_entry_text(entry) -> str:
+    """What a framework's op builder does with an entry (an ``ArchEntry``), in words."""
+    if entry.result == "fails":
+        return f"it raises {entry.detail}"
+    if entry.result == "misread":
+        return f"it makes {entry.detail}"
+    if entry.result == "dropped":
+        return f"it compiles without the suffix: {entry.detail}"
+    return f"it compiles for it: {entry.detail}"
+
+
 def runs_on(build: TorchBuild, arch: str) -> tuple[bool, bool]:
     """(SASS, PTX): whether the build has machine code a GPU of ``arch`` runs (same major,
     minor ≤ the GPU's; CUDA's binary compatibility), and PTX it can JIT-compile (a virtual
@@ -309,6 +326,37 @@ class Checks:
             return (f"torch {build.pin.split('==')[1]} was compiled for {targets}: no "
                     f"kernel runs on {name} ({build.archs_from}: {build.archs_source})")
         return None
+
+    def framework_arch(self, fw: FrameworkRelease, toolkit: CudaToolkit) -> str | None:
+        """The framework's op builder must read the GPU's arch in TORCH_CUDA_ARCH_LIST (what
+        envgen's image and env set it to) as that arch: DeepSpeed before 0.16.4 reads
+        ``10.0`` as ``compute_1.`` and 0.19.x raises on ``9.0a`` (read from each release's
+        builder.py, ``arch_entries``)."""
+        arch = self.request.gpu_arch
+        if not arch or fw.build is None or not fw.build.read:
+            return None
+        arch = self.facts.arch_for(arch, toolkit.cuda)[0]
+        bad: dict[str, list] = {}  # result → [(entry, when)]
+        for mode, when in (("aot", "ahead of time"), ("jit", "in a JIT load")):
+            entry = fw.build.arch_entry(arch, mode)
+            if entry is not None and entry.result in ("fails", "misread"):
+                bad.setdefault(entry.result, []).append((entry, when))
+        if not bad:
+            return None
+        parts = []
+        for group in bad.values():
+            first = group[0][0]
+            if all(e.detail == first.detail for e, _ in group):
+                parts.append(f"{arch_entry_text(first)} "
+                             + " and ".join(f"{w} ({e.where})" for e, w in group))
+            elif all(e.where == first.where for e, _ in group):
+                parts.append(f"{arch_entry_text(first)} "
+                             + " and ".join(w for _, w in group) + f" ({first.where})")
+            else:
+                parts += [f"{arch_entry_text(e)} {w} ({e.where})" for e, w in group]
+        entry = next(iter(bad.values()))[0][0].entry
+        return (f"{fw.framework} {fw.version}'s op builder cannot compile for {arch}: with "
+                f"TORCH_CUDA_ARCH_LIST={entry} {'; '.join(parts)}")
 
     def driver(self, build: TorchBuild, toolkit: CudaToolkit) -> str | None:
         driver = self.request.driver

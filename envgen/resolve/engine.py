@@ -27,7 +27,8 @@ CONSTRAINTS = {
     "nvcc": "an nvcc the release's own check accepts for torch's CUDA (equal, or a minor "
             "mismatch its allow-list names)",
     "cxx-std": "the framework's -std=c++NN flags ≥ the C++ standard torch's headers require",
-    "gpu-arch": "the GPU architecture in nvcc's list and in the torch build's arch list",
+    "gpu-arch": "the GPU architecture in nvcc's list, in the torch build's arch list and read "
+                "as that arch by the framework's op builder",
     "driver": "the driver ≥ the CUDA runtime's minor-version-compatibility floor",
     "flavor": "a toolchain for torch's CUDA in the requested lock flavor (toolchain.toml)",
     "framework-python": "the framework release's Python requirement",
@@ -234,7 +235,7 @@ def _group_check(checks: Checks, request: Request, facts: Facts, fw: FrameworkRe
     why = checks.cxx_std(fw, build, toolkit)
     if why is not None:
         return "cxx-std", why, None
-    why = checks.gpu(build, toolkit)
+    why = checks.gpu(build, toolkit) or checks.framework_arch(fw, toolkit)
     if why is not None:
         return "gpu-arch", why, None
     why = checks.driver(build, toolkit)

@@ -52,6 +52,7 @@ ENV CONDA_PREFIX=/opt/env \
 COPY image/portable-cc.sh /opt/envgen/bin/cc
 COPY image/portable-flags /opt/envgen/portable-flags
 RUN chmod 0755 /opt/envgen/bin/cc && ln -s cc /opt/envgen/bin/c++ && ln -s cc /opt/envgen/bin/nvcc
+# not compiled for sm_100: nvcc cannot target it (its ptxas knows sm_50 … sm_90a)
 # The framework, built from the lock against the locked torch, its ops compiled here (no GPU
 # needed) for these GPU architectures, MAX_JOBS compilers at a time (`envgen build` passes the
 # daemon's CPU count; ninja's own default otherwise). The framework's own report of the ops it
