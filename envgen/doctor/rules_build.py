@@ -155,6 +155,27 @@ def host_compiler_from_error(ctx: Context) -> None:
                     fix=fix, command=command)
 
 
+def ops_with_std(ctx: Context, torch: str, below: int, exact: int | None = None) -> list[str]:
+    """The ops of the snapshot's framework releases whose own -std= flag with ``torch`` is
+    older than C++``below`` (``exact``: that standard), read from each release's op builder
+    (DeepSpeed's async_io: -std=c++14 through 0.10.x), each with where and how to skip it."""
+    found = []
+    for framework in ctx.frameworks:
+        releases = ctx.releases(framework)
+        build = releases[0].build if len(releases) == 1 else None
+        if build is None or not build.read:
+            continue
+        for op in build.ops:
+            rule = next((r for rules in (op.cxx_std, op.nvcc_std) for r in rules
+                         if spec_contains(r.torch or "", torch) and int(r.std) < below
+                         and (exact is None or int(r.std) == exact)), None)
+            if rule is not None:
+                skip = f"; skipped with {op.build_var}=0" if op.build_var else ""
+                found.append(f"{framework} {releases[0].version}'s {op.name} passes "
+                             f"-std=c++{rule.std} ({rule.where}{skip})")
+    return found
+
+
 def cxx_standard_from_flag(ctx: Context) -> None:
     """A pasted compiler command with -std=c++14 (or 11) against a torch whose headers require
     a newer standard: that op cannot compile (DeepSpeed's async_io passed -std=c++14, for one)."""
@@ -172,15 +193,18 @@ def cxx_standard_from_flag(ctx: Context) -> None:
     need = int(build.headers.cxx_std)
     if std >= need:
         return
+    ops = ops_with_std(ctx, build.version, need, std)
     ctx.finding("cxx_standard_mismatch",
                 f"an op is compiled with -std=c++{std}, but torch {build.version}'s headers "
                 f"require C++{need} ({build.headers.cxx_std_where})",
                 evidence={"flag": f"-std=c++{std}", "needs": f"c++{need}", "torch": ctx.s.torch,
-                          "frameworks": dict(ctx.frameworks)},
-                fix=f"build with a release of the framework whose op builder passes "
-                    f"-std=c++{need} with this torch (DeepSpeed's async_io passed -std=c++14 "
-                    "before its builders followed torch's standard), or skip that op "
-                    "(DS_BUILD_AIO=0 for async_io)")
+                          "frameworks": dict(ctx.frameworks), "ops": ops},
+                fix=(f"{'; '.join(ops)}: skip that op, or use a release of the framework whose "
+                     f"op builder passes -std=c++{need} with this torch" if ops else
+                     f"build with a release of the framework whose op builder passes "
+                     f"-std=c++{need} with this torch (DeepSpeed's async_io passed -std=c++14 "
+                     "before its builders followed torch's standard), or skip that op "
+                     "(DS_BUILD_AIO=0 for async_io)"))
 
 
 def cxx_standard_mismatch(ctx: Context) -> None:

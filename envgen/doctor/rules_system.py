@@ -11,6 +11,7 @@ import re
 import shlex
 
 from envgen.doctor.context import Context, known, public
+from envgen.doctor.rules_build import ops_with_std
 from envgen.versions import dotted_key
 
 _GLIBC = re.compile(r"GLIBC_(\d+(?:\.\d+)+)")
@@ -89,15 +90,18 @@ def cxx_standard_from_error(ctx: Context) -> None:
     m = _STD.search(line or "")
     if not m or _already(ctx, "cxx_standard_mismatch"):
         return
+    ops = ops_with_std(ctx, public(ctx.s.torch), int(m.group(1))) if known(ctx.s.torch) else []
     ctx.finding("cxx_standard_mismatch",
                 f"an op was compiled with a C++ standard older than C++{m.group(1)}, which "
                 "this torch's headers require",
                 evidence={"needs": f"c++{m.group(1)}", "torch": ctx.s.torch,
-                          "frameworks": dict(ctx.frameworks)},
-                fix="use a release of the framework whose op builder passes "
-                    f"-std=c++{m.group(1)} (or newer) with this torch — DeepSpeed's async_io "
-                    "passed -std=c++14 before its builders followed torch's standard — or a "
-                    "torch whose headers accept the older standard")
+                          "frameworks": dict(ctx.frameworks), "ops": ops},
+                fix=(f"{'; '.join(ops)}: skip that op, or use a release of the framework whose "
+                     f"op builder passes -std=c++{m.group(1)} with this torch" if ops else
+                     "use a release of the framework whose op builder passes "
+                     f"-std=c++{m.group(1)} (or newer) with this torch — DeepSpeed's async_io "
+                     "passed -std=c++14 before its builders followed torch's standard — or a "
+                     "torch whose headers accept the older standard"))
 
 
 def torch_api_removed(ctx: Context) -> None:
