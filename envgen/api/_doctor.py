@@ -120,31 +120,25 @@ def doctor(request: DoctorRequest, *, matrix: Matrix | None = None,
 def _with_tiers(diagnosis, matrix: Matrix):
     """Each finding whose command is an `envgen make …`, with the evidence tier of the
     combination that command makes (the ranking policy's first, as `envgen make` picks it)."""
-    import shlex
     from dataclasses import replace
 
     from envgen.api._resolve import known_evidence
     from envgen.errors import EnvgenError
-    from envgen.resolve.request import Request
     from envgen.results.ranking import ranked
 
-    makes = [f for f in diagnosis.findings if f.command and f.command.startswith("envgen make")]
+    makes = [f for f in diagnosis.findings if f.make is not None]
     if not makes:
         return diagnosis
     known = known_evidence(matrix)
     tiers: dict[str, dict | None] = {}
     for f in makes:
-        if f.command in tiers:
-            continue
-        words = shlex.split(f.command)[2:]  # --option value pairs (doctor/suggest.py)
-        given = {k.removeprefix("--").replace("-", "_"): v
-                 for k, v in zip(words[::2], words[1::2], strict=True)}
-        try:
-            _, standing = next(ranked(Request(**given), matrix.facts, known, limit=1))
-            tiers[f.command] = standing.to_dict()
-        except (EnvgenError, StopIteration, TypeError):
-            tiers[f.command] = None  # the command resolved when the rule checked it
-    findings = tuple(replace(f, tier=tiers.get(f.command)) if f in makes else f
+        if f.command not in tiers:
+            try:
+                _, standing = next(ranked(f.make, matrix.facts, known, limit=1))
+                tiers[f.command] = standing.to_dict()
+            except (EnvgenError, StopIteration):
+                tiers[f.command] = None  # the command resolved when the rule checked it
+    findings = tuple(replace(f, tier=tiers[f.command]) if f.make is not None else f
                      for f in diagnosis.findings)
     return replace(diagnosis, findings=findings)
 

@@ -52,6 +52,7 @@ class Context:
     index_urls: dict[str, str] = field(default_factory=dict)  # torch index name → URL
     findings: list[Finding] = field(default_factory=list)
     needs: list[Need] = field(default_factory=list)
+    made: dict[str, Request] = field(default_factory=dict)  # `envgen make …` → its request
 
     # ---------------------------------------------------------------- reporting
 
@@ -65,7 +66,7 @@ class Context:
         f = Finding(kind=kind, severity=severity or k.severity, summary=summary,
                     evidence={n: v for n, v in evidence.items() if v is not UNKNOWN},
                     fix=fix, command=command, source=" ; ".join(dict.fromkeys(sources)),
-                    pattern=k.pattern)
+                    pattern=k.pattern, make=self.made.get(command) if command else None)
         self.findings.append(f)
         return f
 

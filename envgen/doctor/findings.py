@@ -33,6 +33,7 @@ class Finding:
     # where ``command`` is an `envgen make`: the evidence tier of what it makes (the JSON
     # ``tier`` of `envgen resolve`), set by the API, which reads the records
     tier: dict[str, Any] | None = None
+    make: Any = None  # where ``command`` is an `envgen make`: its Request (not in the JSON)
 
     def to_dict(self) -> dict[str, Any]:
         out = {"kind": self.kind, "severity": self.severity, "summary": self.summary,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
-from envgen.doctor.suggest import make_command
+from envgen.doctor.suggest import make_request, shell_command
 from envgen.versions import dotted_key, python_key
 
 # the distributions whose failure breaks training (a conflict elsewhere is a warning)
@@ -18,8 +18,13 @@ def _make(ctx: Context, framework: str | None, version: str | None = None,
           cuda: str | None = None) -> str | None:
     gpu = next((arch for _, arch in ctx.gpu_archs if arch), None)
     driver = ctx.s.driver if known(ctx.s.driver) else None
-    return make_command(ctx.facts, framework=framework, version=version, cuda=cuda,
-                        gpu_arch=gpu, driver=driver, platform=ctx.platform)
+    request = make_request(ctx.facts, framework=framework, version=version, cuda=cuda,
+                           gpu_arch=gpu, driver=driver, platform=ctx.platform)
+    if request is None:
+        return None
+    command = shell_command(request)
+    ctx.made[command] = request  # the finding carries the request, not only its text
+    return command
 
 
 def unsupported_platform(ctx: Context) -> None:

@@ -28,11 +28,11 @@ def _resolves(request: Request, facts: Facts) -> bool:
     return _CACHE[key]
 
 
-def make_command(facts: Facts, *, framework: str | None, version: str | None = None,
+def make_request(facts: Facts, *, framework: str | None, version: str | None = None,
                  cuda: str | None = None, gpu_arch: str | None = None,
-                 driver: str | None = None, platform: str = "linux-x86_64") -> str | None:
-    """``envgen make --framework … [--framework-version …] [--cuda …] [--gpu-arch …]
-    [--driver …]`` that resolves, or None."""
+                 driver: str | None = None, platform: str = "linux-x86_64") -> Request | None:
+    """The request of ``envgen make --framework … [--framework-version …] [--cuda …]
+    [--gpu-arch …] [--driver …]`` that resolves (loosened until one does), or None."""
     base = {"framework": framework, "gpu_arch": gpu_arch, "driver": driver,
             "platform": platform}
     tries = [{**base, "framework_version": version, "cuda": cuda},
@@ -42,7 +42,17 @@ def make_command(facts: Facts, *, framework: str | None, version: str | None = N
     for values in tries:
         request = Request(**{k: v for k, v in values.items() if v is not None})
         if _resolves(request, facts):
-            return " ".join(["envgen make", *(
-                f"--{k.replace('_', '-')} {shlex.quote(str(v))}"
-                for k, v in request.given().items())])
+            return request
     return None
+
+
+def shell_command(request: Request) -> str:
+    """``envgen make`` with ``request``'s options, each value quoted for a shell."""
+    return " ".join(["envgen make", *(f"--{k.replace('_', '-')} {shlex.quote(str(v))}"
+                                      for k, v in request.given().items())])
+
+
+def make_command(facts: Facts, **options: str | None) -> str | None:
+    """:func:`make_request`'s command line, or None."""
+    request = make_request(facts, **options)
+    return None if request is None else shell_command(request)
