@@ -371,5 +371,70 @@ def abi_mismatch(ctx: Context) -> None:
                         command=_remove(ext.path, env))
 
 
+_READ = {"fails": "raises on it", "misread": "reads it as another architecture",
+         "dropped": "compiles for it without its suffix"}
+
+
+def arch_list_unreadable(ctx: Context) -> None:
+    """TORCH_CUDA_ARCH_LIST holds an entry the installed framework release's op builder raises
+    on or misreads (build.arch_entries, read from the release's builder.py): an error, for
+    the JIT load and the ahead-of-time build alike; a dropped suffix is a warning."""
+    env = ctx.s.env if known(ctx.s.env) else {}
+    value = env.get("TORCH_CUDA_ARCH_LIST")
+    if not value:
+        return
+    entries = [e for e in re.split(r"[;\s]+", value) if e]
+    for framework in ctx.frameworks:
+        def verdict(release, entries=entries):
+            build = release.build
+            if build is None or not build.arch_entries:
+                return None
+            for entry in entries:
+                name = entry.split("+")[0]
+                for mode in ("jit", "aot"):
+                    e = build.arch_entry(name, mode)
+                    if e is not None and e.result in _READ:
+                        return entry, e
+            return None
+
+        found, releases = ctx.over_releases(framework, verdict)
+        if not found:
+            continue
+        entry, e = found
+        name = entry.split("+")[0]
+        plain = re.sub(r"[af]$", "", name)
+        when = "a JIT load" if e.mode == "jit" else "the ahead-of-time build (setup.py)"
+        version = ctx.frameworks[framework] or releases[0]
+        reads = _first_reading(ctx, framework, name, e.mode)
+        newer = f"{framework} {reads} or later, whose builder reads {entry}" if reads else None
+        if plain != name:  # a family suffix: the entry without it reads everywhere
+            fix = f"write {plain} instead of {entry}" + (f", or use {newer}" if newer else "")
+            command = "export TORCH_CUDA_ARCH_LIST=" + shlex.quote(";".join(
+                re.sub(r"(\d)[af](\+PTX)?$", r"\1\2", x) for x in entries))
+        else:
+            fix = f"use {newer}" if newer else f"leave {entry} out of TORCH_CUDA_ARCH_LIST"
+            command = None
+        ctx.finding("arch_list_unreadable",
+                    f"TORCH_CUDA_ARCH_LIST={value}: {framework} {version}'s op builder "
+                    f"{_READ[e.result]} ({entry}, in {when}; {e.where})",
+                    evidence={"TORCH_CUDA_ARCH_LIST": value, "entry": entry, "framework":
+                              framework, "releases": releases, "mode": e.mode,
+                              "where": e.where, "detail": e.detail},
+                    severity="warning" if e.result == "dropped" else None,
+                    fix=fix, command=command)
+
+
+def _first_reading(ctx: Context, framework: str, arch: str, mode: str) -> str | None:
+    """The first release of ``framework`` (in the matrix) whose builder keeps ``arch``."""
+    from envgen.versions import dotted_key
+
+    for r in sorted((r for r in ctx.facts.frameworks if r.framework == framework),
+                    key=lambda r: dotted_key(r.version)):
+        e = r.build.arch_entry(arch, mode) if r.build and r.build.arch_entries else None
+        if e is not None and e.result == "kept":
+            return r.version
+    return None
+
+
 RULES = (host_compiler, host_compiler_from_error, cxx_standard_mismatch, cxx_standard_from_flag,
-         libaio_missing, ninja_missing, stale_extension_cache, abi_mismatch)
+         libaio_missing, ninja_missing, stale_extension_cache, abi_mismatch, arch_list_unreadable)

@@ -23,6 +23,7 @@ from envgen.doctor.reports import (
     collect_env,
     colossalai_check,
     ds_report,
+    env_vars,
     errors,
     inline,
     nvidia_smi,
@@ -51,16 +52,16 @@ LOOKED_FOR = ("collect_env, ds_report, `colossalai check -i`, pip/conda lists, n
 # In this order each parser takes its lines; a later one skips the lines taken.
 _PARSERS: tuple[Callable[[list[Line], set[int]], list[Extracted]], ...] = (
     collect_env.parse, ds_report.parse, colossalai_check.parse, nvidia_smi.parse,
-    toolchain.parse, outputs.parse, errors.parse, requirements.parse, packages.parse,
-    template.parse, inline.parse, prose.parse)
+    toolchain.parse, outputs.parse, errors.parse, requirements.parse, env_vars.parse,
+    packages.parse, template.parse, inline.parse, prose.parse)
 _RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 3,
-         "nvcc_version": 3, "gcc_version": 3, "command_output": 3, "error": 4, "pip_freeze": 5,
-         "pip_list": 5, "conda_list": 5, "issue_template": 6, "inline_pin": 7, "title": 8,
-         "prose": 8, "path": 8, "ngc_image": 8, "windows_sign": 8, "install_command": 9,
+         "nvcc_version": 3, "gcc_version": 3, "command_output": 3, "error": 4, "env_var": 4,
+         "pip_freeze": 5, "pip_list": 5, "conda_list": 5, "issue_template": 6, "inline_pin": 7,
+         "title": 8, "prose": 8, "path": 8, "ngc_image": 8, "windows_sign": 8, "install_command": 9,
          "env_name": 10}
 _NVCC_RANK = {"ds_report": 0, "colossalai_check": 1, "error": 2, "collect_env": 3,
               "nvcc_version": 3}
-_DICTS = ("packages", "frameworks", "import_errors", "errors")
+_DICTS = ("packages", "frameworks", "import_errors", "errors", "env")
 # versions kept for explain only that still make a report recognisable (not exit 2)
 _EXPLAIN_VERSIONS = {"cuda", "nccl", "image", "driver_max_cuda", "gpu_models"}
 
