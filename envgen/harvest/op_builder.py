@@ -23,7 +23,8 @@ builder.py), ``super().m()`` evaluated as the next definition of ``m``: its own 
 where its module overrides ``cxx_args``/``nvcc_args`` with a flag of its own (async_io's
 ``-std=c++14``), the libraries of the ``has_function()`` link probes and the ``sys.platform``
 values its ``is_compatible()`` refuses, and its ``BUILD_VAR``. ``arch_entries``:
-``CUDAOpBuilder.compute_capability_args()`` run on each of :data:`ARCH_ENTRIES` as
+``CUDAOpBuilder.compute_capability_args()`` run on each of
+:data:`~envgen.harvest.op_builder_archs.ARCH_ENTRIES` as
 ``TORCH_CUDA_ARCH_LIST``, ahead of time (setup.py) and as a JIT load on a machine with one
 GPU: whether it compiles for that arch, drops its ``a``/``f`` suffix, misreads it
 (``cc[0] + cc[2]`` of ``10.0`` is ``1.``) or raises (``int('0a')``), with the line.
@@ -32,19 +33,17 @@ GPU: whether it compiles for that arch, drops its ``a``/``f`` suffix, misreads i
 from __future__ import annotations
 
 import ast
-import functools
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from envgen.harvest import op_builder_archs as archs
+from envgen.harvest import op_builder_model as model
 from envgen.harvest.static_eval import (
-    Evaluator,
     Failed,
     Opaque,
     Unread,
     calls_to,
-    classes,
-    constants,
     dotted,
     functions,
     parse,
@@ -64,140 +63,6 @@ def deepspeed_want(path: str) -> bool:
 deepspeed_want.tag = "deepspeed-op_builder.v1"  # type: ignore[attr-defined]
 
 
-# -- the modelled build machine ----------------------------------------------------------------
-
-# attribute chains whose value is known on the modelled build machine
-_KNOWN_ATTRS: dict[str, Any] = {
-    "sys.platform": "linux",
-    "torch.utils.cpp_extension.CUDA_HOME": "/usr/local/cuda",
-    "self.build_for_cpu": False,
-    "self.jit_mode": False,
-}
-# calls whose result is known on the modelled build machine
-_KNOWN_CALLS: dict[str, Any] = {
-    "self.is_rocm_pytorch": False,
-    "OpBuilder.is_rocm_pytorch": False,
-    "self.is_sycl_enabled": False,
-    "torch.cuda.is_available": True,
-}
-
-
-def _unset_env(_key: Any = None, default: Any = None, *_: Any) -> Any:
-    """``os.getenv`` / ``os.environ.get`` with no ``DS_*`` variable set: the default."""
-    return default
-
-
-@functools.lru_cache(maxsize=1 << 16)  # asked again of the same nodes at every grid point
-def _has_std(node: ast.AST) -> bool:
-    return any(
-        isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.startswith("-std=")
-        for n in ast.walk(node)
-    )
-
-
-def _evaluator(consts: Mapping[str, Any], cuda: tuple[int, int], torch: tuple[int, int],
-               names: Mapping[str, Any] | None = None, origin: str | None = None,
-               calls: Mapping[str, Callable[..., Any]] | None = None,
-               attrs: Mapping[str, Any] | None = None,
-               decisive: Callable[[ast.stmt], bool] = _has_std) -> Evaluator:
-    """A lenient :class:`Evaluator` for one (nvcc CUDA, torch) point; a branch holding a
-    ``-std=`` flag is decisive (unless ``decisive`` says otherwise)."""
-    stand_ins: dict[str, Callable[..., Any]] = {
-        name: (lambda *_, value=value: value) for name, value in _KNOWN_CALLS.items()
-    }
-    stand_ins.update({"installed_cuda_version": lambda *_: cuda,
-                      "os.getenv": _unset_env, "os.environ.get": _unset_env, **(calls or {})})
-    env = {"TORCH_MAJOR": torch[0], "TORCH_MINOR": torch[1], **consts, **(names or {})}
-    known = {**_KNOWN_ATTRS, "torch.__version__": f"{torch[0]}.{torch[1]}.0", **(attrs or {})}
-    return Evaluator(env, stand_ins, attrs=known, strict=False, decisive=decisive,
-                     origin=origin)
-
-
-def _params(fn: ast.FunctionDef, args: tuple[Any, ...]) -> dict[str, Any]:
-    """``fn``'s parameters after ``self`` bound to ``args``, the rest to their literal
-    defaults (a default that is not a literal stays unbound: unknown)."""
-    names = [a.arg for a in fn.args.args][1:]
-    bound = dict(zip(names, args, strict=False))
-    defaults = fn.args.defaults
-    for name, default in zip(names[len(names) - len(defaults):], defaults, strict=True):
-        if name not in bound:
-            try:
-                bound[name] = ast.literal_eval(default)
-            except ValueError:
-                continue
-    return bound
-
-
-# -- the module ----------------------------------------------------------------------------------
-
-
-class _Module:
-    def __init__(self, path: str, tree: ast.Module) -> None:
-        self.path, self.tree = path, tree
-        self.consts = constants(tree)
-        self.funcs = functions(tree, nested=False)
-        self.classes = classes(tree, nested=False)
-
-    def method(self, cls: str, name: str) -> ast.FunctionDef | None:
-        """``cls.name`` or, where the class does not define it, its bases' in this module."""
-        seen: set[str] = set()
-        todo = [cls]
-        while todo:
-            current = self.classes.get(todo.pop(0))
-            if current is None or current.name in seen:
-                continue
-            seen.add(current.name)
-            for node in current.body:
-                if isinstance(node, ast.FunctionDef) and node.name == name:
-                    return node
-            todo += [b.id for b in current.bases if isinstance(b, ast.Name)]
-        return None
-
-    def where(self, node: ast.AST) -> str:
-        return f"{self.path}:{getattr(node, 'lineno', 0)}"
-
-
-class _Classes:
-    """The classes of ``builder.py`` and of each op module, by name, so an op's methods are
-    found along its bases across modules (``GDSBuilder(AsyncIOBuilder)``,
-    ``AsyncIOBuilder(TorchCPUOpBuilder)``); an op module's own class wins over builder.py's."""
-
-    def __init__(self, builder: _Module, ops: list[_Module]) -> None:
-        self.builder = builder
-        self.table: dict[str, tuple[_Module, ast.ClassDef]] = {
-            name: (builder, cls) for name, cls in builder.classes.items()}
-        for mod in ops:
-            self.table.update({name: (mod, cls) for name, cls in mod.classes.items()})
-        self.memo: dict[tuple[int, ...], tuple[list, list, list]] = {}  # see _op_std_rows
-
-    def chain(self, name: str) -> list[tuple[_Module, ast.ClassDef]]:
-        """The class ``name`` and its bases, depth first (single inheritance in practice)."""
-        out: list[tuple[_Module, ast.ClassDef]] = []
-        todo = [name]
-        while todo:
-            found = self.table.get(todo.pop(0))
-            if found is None or any(found[1] is c for _, c in out):
-                continue
-            out.append(found)
-            todo = [b.id for b in found[1].bases if isinstance(b, ast.Name)] + todo
-        return out
-
-    def methods(self, name: str, method: str) -> list[tuple[_Module, ast.ClassDef,
-                                                             ast.FunctionDef]]:
-        """Every definition of ``method`` along ``name``'s chain, the one Python calls first."""
-        return [(mod, cls, fn) for mod, cls in self.chain(name)
-                if (fn := functions(cls, nested=False).get(method)) is not None]
-
-
-def _key(version: str) -> tuple[int, int]:
-    major, minor = version.split(".")[:2]
-    return int(major), int(minor)
-
-
-def _label(point: tuple[int, int]) -> str:
-    return str(point[0]) if point[1] == 0 else f"{point[0]}.{point[1]}"
-
-
 def _runs(grid: list[tuple[int, int]], values: list[Any]) -> list[tuple[str, Any]]:
     """``(specifier, value)`` for each run of equal values along ``grid`` (ascending)."""
     out: list[tuple[str, Any]] = []
@@ -206,9 +71,9 @@ def _runs(grid: list[tuple[int, int]], values: list[Any]) -> list[tuple[str, Any
         if i == len(grid) or values[i] != values[start]:
             parts = []
             if start > 0:
-                parts.append(f">={_label(grid[start])}")
+                parts.append(f">={model.label(grid[start])}")
             if i < len(grid):
-                parts.append(f"<{_label(grid[i])}")
+                parts.append(f"<{model.label(grid[i])}")
             out.append((",".join(parts), values[start]))
             start = i
     return out
@@ -238,7 +103,7 @@ def _std_of(path: str, value: Any) -> tuple[str, str] | None:
     found = None
     for item in value if isinstance(value, list) else []:
         if isinstance(item, Opaque):
-            if _has_std(item.node):
+            if model.has_std(item.node):
                 raise Unread(item.node, f"a -std= flag depends on something unknown: "
                                          f"{item.reason}")
             continue
@@ -282,7 +147,7 @@ def _grid_rows(evaluate: Callable[[tuple[int, int], tuple[int, int]], Any],
 
 
 def _std_rows(
-    mod: _Module, cls: str, method: str, cuda_grid: list[tuple[int, int]], unread: list[str]
+    mod: model.Module, cls: str, method: str, cuda_grid: list[tuple[int, int]], unread: list[str]
 ) -> list[dict[str, str]]:
     fn = mod.method(cls, method)
     if fn is None:
@@ -300,7 +165,7 @@ def _std_rows(
     return rows
 
 
-def _call_along(defs: list[tuple[_Module, ast.ClassDef, ast.FunctionDef]], i: int,
+def _call_along(defs: list[tuple[model.Module, ast.ClassDef, ast.FunctionDef]], i: int,
                 method: str, cuda: tuple[int, int], torch: tuple[int, int],
                 args: tuple[Any, ...] = ()) -> Any:
     """The value of ``defs[i]`` (one definition of ``method`` along a class chain) at one
@@ -312,7 +177,7 @@ def _call_along(defs: list[tuple[_Module, ast.ClassDef, ast.FunctionDef]], i: in
             return Opaque(fn, f"no base class defines {method}()")
         return _call_along(defs, i + 1, method, cuda, torch, a)
 
-    evaluator = _evaluator(mod.consts, cuda, torch, _params(fn, args), origin=mod.path,
+    evaluator = model.evaluator(mod.consts, cuda, torch, model.params(fn, args), origin=mod.path,
                            calls={f"super().{method}": up})
     try:
         return evaluator.function(fn)
@@ -335,7 +200,7 @@ def _sparse_torch_grid(fns: list[ast.FunctionDef]) -> list[tuple[int, int]]:
     return [p for p in full if p[1] in minors]
 
 
-def _op_std_rows(classes: _Classes, cls: str, method: str, cuda_grid: list[tuple[int, int]],
+def _op_std_rows(classes: model.Classes, cls: str, method: str, cuda_grid: list[tuple[int, int]],
                  unread: list[str], evidence: list[str],
                  memo: dict[tuple[int, ...], tuple[list, list, list]]) -> list[dict[str, str]]:
     """The ``-std=`` rules of an op whose own module overrides ``method`` with a ``-std=``
@@ -344,7 +209,7 @@ def _op_std_rows(classes: _Classes, cls: str, method: str, cuda_grid: list[tuple
     ``memo``: rules already read for the same chain of definitions (gds inherits async_io's)."""
     defs = classes.methods(cls, method)
     own = [d for d in defs if d[0] is not classes.builder]
-    if not defs or defs[0][0] is classes.builder or not any(_has_std(fn) for *_, fn in own):
+    if not defs or defs[0][0] is classes.builder or not any(model.has_std(fn) for *_, fn in own):
         return []
     key = tuple(id(fn) for *_, fn in defs)
     if key not in memo:
@@ -355,7 +220,7 @@ def _op_std_rows(classes: _Classes, cls: str, method: str, cuda_grid: list[tuple
     return [dict(r) for r in rows]
 
 
-def _read_op_std(defs: list[tuple[_Module, ast.ClassDef, ast.FunctionDef]], method: str,
+def _read_op_std(defs: list[tuple[model.Module, ast.ClassDef, ast.FunctionDef]], method: str,
                  cuda_grid: list[tuple[int, int]]) -> tuple[list, list, list]:
     """(rows, failures, unread) of one chain of ``method`` definitions."""
     fns = [fn for *_, fn in defs]
@@ -371,119 +236,6 @@ def _read_op_std(defs: list[tuple[_Module, ast.ClassDef, ast.FunctionDef]], meth
                       if any(n is exc.node for n in ast.walk(fn))), path)
         return [], [], [(where, exc.reason)]
     return rows, failed, []
-
-
-def _default_archs(
-    mod: _Module, cudas: list[str], unread: list[str]
-) -> dict[str, list[str]] | None:
-    fn = mod.funcs.get("get_default_compute_capabilities")
-    if fn is None:
-        unread.append(f"{mod.path}: no get_default_compute_capabilities()")
-        return None
-    out = {}
-    try:
-        for cuda in cudas:
-            value = _evaluator(mod.consts, _key(cuda), (2, 0)).function(fn)
-            if not isinstance(value, str):
-                raise Unread(fn, "did not evaluate to a string")
-            out[cuda] = [cc for cc in value.split(";") if cc]
-    except Unread as exc:
-        unread.append(f"{mod.where(exc.node)}: get_default_compute_capabilities(): {exc.reason}")
-        return None
-    return out
-
-
-# -- TORCH_CUDA_ARCH_LIST entries ---------------------------------------------------------------
-
-# Entries of TORCH_CUDA_ARCH_LIST, one per shape an arch name has (a one- or two-digit major,
-# no suffix or NVIDIA's architecture-specific "a" / family-specific "f"): the inputs the
-# builder's own parsing is run on; which names a toolkit accepts is harvested (cuda.json).
-ARCH_ENTRIES = ("8.0", "10.0", "9.0a", "10.0a", "10.0f")
-_GENCODE = re.compile(r"code=(sm|compute)_(\w+)")
-_JIT_GPU = (9, 0)  # the GPU the modelled machine shows a JIT build (only when the list is unread)
-
-
-def _entry_sm(entry: str) -> str:
-    major, minor = entry.split(".")
-    return f"sm_{major}{minor}"
-
-
-def _arch_entry(mod: _Module, fn: ast.FunctionDef, entry: str, jit: bool) -> dict[str, Any]:
-    """What ``compute_capability_args()`` makes of ``TORCH_CUDA_ARCH_LIST=entry`` on the
-    modelled machine: setup.py's ahead-of-time build, or a JIT load on a machine whose one GPU
-    has that capability (as NVML reports it: without a suffix)."""
-    consulted: list[bool] = []
-    filter_fn = mod.method("CUDAOpBuilder", "filter_ccs")
-    major, minor = entry.split(".")
-    gpu = (int(major), int(minor.rstrip("af")))
-
-    def getenv(key: Any = None, default: Any = None, *_: Any) -> Any:
-        if key == "TORCH_CUDA_ARCH_LIST":
-            consulted.append(True)
-            return entry
-        return default
-
-    def filter_ccs(ccs: Any) -> Any:
-        if filter_fn is None:
-            return ccs
-        return _evaluator(mod.consts, (12, 8), (2, 0), _params(filter_fn, (ccs,)),
-                          origin=mod.path, decisive=lambda _n: True).function(filter_fn)
-
-    stand_ins = {"os.getenv": getenv, "os.environ.get": getenv, "self.filter_ccs": filter_ccs,
-                 "getattr": lambda _o=None, _n=None, default=None: default,
-                 "hasattr": lambda *_: False, "torch.cuda.device_count": lambda *_: 1,
-                 "torch.cuda.get_device_capability": lambda *_: gpu,
-                 "torch.cuda.is_initialized": lambda *_: True}
-    evaluator = _evaluator(mod.consts, (12, 8), (2, 0), _params(fn, ()), origin=mod.path,
-                           calls=stand_ins, attrs={"self.jit_mode": jit, "self.name": "op"},
-                           decisive=lambda _n: True)
-    row: dict[str, Any] = {"mode": "jit" if jit else "aot", "entry": entry}
-    try:
-        value = evaluator.function(fn)
-    except Failed as exc:
-        unread_list = "" if consulted or not jit else "TORCH_CUDA_ARCH_LIST is not read: "
-        return {**row, "result": "fails", "where": mod.where(exc.node),
-                "detail": unread_list + exc.error}
-    unread_list = "" if consulted or not jit else \
-        f"TORCH_CUDA_ARCH_LIST is not read, the GPU's {gpu[0]}.{gpu[1]} is: "
-    want, base = _entry_sm(entry), _entry_sm(entry.rstrip("af"))
-    listed = evaluator.environ.get("TORCH_CUDA_ARCH_LIST")
-    if jit and value == [] and isinstance(listed, str):
-        got = [t.removesuffix("+PTX") for t in listed.split(";")]
-        result = "kept" if entry in got else "dropped" if entry.rstrip("af") in got else "misread"
-        return {**row, "result": result, "where": mod.where(fn),
-                "detail": f"{unread_list}TORCH_CUDA_ARCH_LIST={listed}"}
-    if not isinstance(value, list) or any(isinstance(v, Opaque) for v in value) or not value:
-        reason = value.reason if isinstance(value, Opaque) else "no -gencode flags"
-        raise Unread(fn, f"TORCH_CUDA_ARCH_LIST={entry}: {reason}")
-    sms = [f"{kind}_{num}" for v in value for kind, num in _GENCODE.findall(str(v))
-           if kind == "sm"]
-    result = "kept" if want in sms else "dropped" if base in sms else "misread"
-    line = next((getattr(v, "line", 0) for v in value), 0)
-    return {**row, "result": result, "where": f"{mod.path}:{line or fn.lineno}",
-            "detail": unread_list + " ".join(str(v) for v in value)}
-
-
-def _arch_entries(mod: _Module, unread: list[str]) -> list[dict[str, Any]] | None:
-    """How ``CUDAOpBuilder.compute_capability_args()`` reads each of :data:`ARCH_ENTRIES` in
-    ``TORCH_CUDA_ARCH_LIST``, ahead of time and in a JIT load: ``kept`` (compiled for that
-    arch), ``dropped`` (for the arch without its suffix), ``misread`` (for another arch),
-    ``fails`` (the builder raises). ``detail``: the -gencode flags made, the list handed on to
-    torch (JIT), or the error; a JIT load that does not read the list says so first (the GPU's
-    own capability is parsed instead)."""
-    fn = mod.method("CUDAOpBuilder", "compute_capability_args")
-    if fn is None:
-        unread.append(f"{mod.path}: no CUDAOpBuilder.compute_capability_args()")
-        return None
-    try:
-        return [_arch_entry(mod, fn, entry, jit) for jit in (False, True)
-                for entry in ARCH_ENTRIES]
-    except Unread as exc:
-        unread.append(f"{mod.where(exc.node)}: compute_capability_args(): {exc.reason}")
-        return None
-
-
-# -- assert_no_cuda_mismatch --------------------------------------------------------------------
 
 
 def _allow_list_test(test: ast.expr) -> bool:
@@ -507,7 +259,7 @@ def _allow_list_test(test: ast.expr) -> bool:
     return lefts == {"sys_cuda_version", "torch_cuda_version"}
 
 
-def _nvcc_check(mod: _Module, unread: list[str]) -> tuple[str | None, str | None, bool]:
+def _nvcc_check(mod: model.Module, unread: list[str]) -> tuple[str | None, str | None, bool]:
     """``(nvcc_check, skip variable, check skipped without a GPU)``."""
     fn = mod.funcs.get("assert_no_cuda_mismatch")
     if fn is None:
@@ -564,11 +316,11 @@ def _int_cc0(node: ast.expr) -> bool:
 
 
 def _truth_spec(
-    mod: _Module, expr: ast.expr, grid: list[tuple[int, int]], names: Callable[[tuple[int, int]],
-                                                                                 dict[str, Any]],
+    mod: model.Module, expr: ast.expr, grid: list[tuple[int, int]],
+    names: Callable[[tuple[int, int]], dict[str, Any]],
 ) -> str | None:
     """The specifier of the grid points where ``expr`` is true; None if not one interval."""
-    truth = [bool(_evaluator(mod.consts, p, p, names(p)).expr(expr)) for p in grid]
+    truth = [bool(model.evaluator(mod.consts, p, p, names(p)).expr(expr)) for p in grid]
     runs = _runs(grid, truth)
     true = [spec for spec, value in runs if value]
     if len(true) != 1:
@@ -576,7 +328,7 @@ def _truth_spec(
     return true[0]
 
 
-def _class_constant(classes: _Classes, cls: str, name: str) -> str | None:
+def _class_constant(classes: model.Classes, cls: str, name: str) -> str | None:
     """A string class attribute (``NAME``, ``BUILD_VAR``) along ``cls``'s chain."""
     for _mod, current in classes.chain(cls):
         for n in current.body:
@@ -587,7 +339,7 @@ def _class_constant(classes: _Classes, cls: str, name: str) -> str | None:
     return None
 
 
-def _compatibility(classes: _Classes, cls: str, unread: list[str]
+def _compatibility(classes: model.Classes, cls: str, unread: list[str]
                    ) -> tuple[list[str], list[str], list[str]]:
     """``(libraries, refused platforms, evidence)`` from the op's ``is_compatible()`` along its
     chain (outside builder.py; a definition's ``super().is_compatible(...)`` leads on): the
@@ -643,8 +395,8 @@ def _compatibility(classes: _Classes, cls: str, unread: list[str]
     return list(dict.fromkeys(libraries)), list(dict.fromkeys(platforms)), evidence
 
 
-def _op_facts(mod: _Module, cls: ast.ClassDef, cuda_grid: list[tuple[int, int]],
-              unread: list[str], classes: _Classes) -> dict[str, Any]:
+def _op_facts(mod: model.Module, cls: ast.ClassDef, cuda_grid: list[tuple[int, int]],
+              unread: list[str], classes: model.Classes) -> dict[str, Any]:
     name = next(
         n.value.value for n in cls.body  # type: ignore[attr-defined]
         if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "NAME" for t in n.targets)
@@ -750,7 +502,7 @@ def _guard(fn: ast.FunctionDef, target: ast.AST) -> str | None:
 
 
 def _ops(files: Mapping[str, str], cuda_grid: list[tuple[int, int]],
-         unread: list[str], builder: _Module) -> list[dict[str, Any]]:
+         unread: list[str], builder: model.Module) -> list[dict[str, Any]]:
     modules = []
     for path in sorted(files):
         parts = path.split("/")
@@ -758,8 +510,8 @@ def _ops(files: Mapping[str, str], cuda_grid: list[tuple[int, int]],
             continue  # subfolders are other accelerators' builders (cpu/, npu/, hpu/, ...)
         tree = parse(files, path, unread)
         if tree is not None:
-            modules.append(_Module(path, tree))
-    classes = _Classes(builder, modules)
+            modules.append(model.Module(path, tree))
+    classes = model.Classes(builder, modules)
     ops = []
     for mod in modules:
         for cls in mod.classes.values():
@@ -789,7 +541,7 @@ def deepspeed_build_facts(files: dict[str, str], cudas: list[str]) -> dict[str, 
     of its ``op_builder/**/*.py`` (keys relative to the sdist root) and the CUDA ``major.minor``
     values envgen knows (the keys of ``default_archs``)."""
     files = normalize_paths(files)
-    cudas = sorted(dict.fromkeys(cudas), key=_key)
+    cudas = sorted(dict.fromkeys(cudas), key=model.key)
     unread: list[str] = []
     facts: dict[str, Any] = {
         "nvcc_check": None, "cuda_minor_mismatch_ok": None, "skip_cuda_check": None,
@@ -803,7 +555,7 @@ def deepspeed_build_facts(files: dict[str, str], cudas: list[str]) -> dict[str, 
     tree = parse(files, BUILDER, unread)
     if tree is None:
         return facts
-    mod = _Module(BUILDER, tree)
+    mod = model.Module(BUILDER, tree)
     allow = _validate_allow_list(mod.consts.get("cuda_minor_mismatch_ok"), BUILDER, unread)
     check, skip, no_gpu = _nvcc_check(mod, unread)
     if check == "allow-list" and allow is None:
@@ -811,7 +563,7 @@ def deepspeed_build_facts(files: dict[str, str], cudas: list[str]) -> dict[str, 
                       "which is not a literal")
         check = None
     grid_versions = set(cudas) | {v for values in (allow or {}).values() for v in values}
-    cuda_grid = sorted({_key(v) for v in grid_versions})
+    cuda_grid = sorted({model.key(v) for v in grid_versions})
     facts.update(
         nvcc_check=check,
         cuda_minor_mismatch_ok=allow if check == "allow-list" else None,
@@ -819,10 +571,10 @@ def deepspeed_build_facts(files: dict[str, str], cudas: list[str]) -> dict[str, 
         nvcc_check_skipped_without_gpu=no_gpu,
         cxx_std=_std_rows(mod, "CUDAOpBuilder", "cxx_args", cuda_grid, unread),
         nvcc_std=_std_rows(mod, "CUDAOpBuilder", "nvcc_args", cuda_grid, unread),
-        default_archs=_default_archs(mod, cudas, unread),
+        default_archs=archs.default_archs(mod, cudas, unread),
         default_archs_where=(mod.where(mod.funcs["get_default_compute_capabilities"])
                              if "get_default_compute_capabilities" in mod.funcs else None),
-        arch_entries=_arch_entries(mod, unread),
+        arch_entries=archs.arch_entries(mod, unread),
         ops=_ops(files, cuda_grid, unread, mod),
     )
     return facts

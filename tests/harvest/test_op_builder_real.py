@@ -283,7 +283,7 @@ STUB_EXTRA = {"distutils/spawn.py": "def find_executable(name):\n    return None
 
 @pytest.fixture(scope="module")
 def ops_real(tmp_path_factory) -> dict[str, dict]:
-    from envgen.harvest.op_builder import ARCH_ENTRIES
+    from envgen.harvest.op_builder_archs import ARCH_ENTRIES
 
     root = tmp_path_factory.mktemp("ds_ops_real")
     stub = root / "stub"
