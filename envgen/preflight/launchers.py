@@ -121,12 +121,11 @@ def master_choice(rule: LauncherRule, *, first: str, first_facts: dict | None,
     if rule.master in ("hostname-i", "rank0-hostname-i") and (
             rule.master == "rank0-hostname-i" or master_from == "first node"):
         addr, said = master_from_facts(first_facts)
-        who = "the first host" if rule.master == "hostname-i" else "rank 0's node (the first host)"
+        who = "the first host" if rule.master == "hostname-i" else "rank 0's node, the first host"
+        how = f"the first word of `hostname -I` on {first} ({who}), as {rule.name} picks it"
         if addr is None:
-            return None, port, f"the first word of `hostname -I` on {who}, {first}: {said}", \
-                said
-        return addr, port, (f"the first word of `hostname -I` on {who}, {first}: {said}; "
-                            f"{said_port}"), None
+            return None, port, f"{how}: {said}", said
+        return addr, port, f"{how}: {said}; {said_port}", None
     if rule.master == "option":
         pet_addr = environ.get("PET_MASTER_ADDR")
         if master_from == "--master-addr":

@@ -13,9 +13,9 @@ import pytest
 
 from envgen.preflight import checks_launcher, checks_master, checks_names, checks_network
 from envgen.preflight.catalog import load_catalog
+from envgen.preflight.checks_collective import collective_findings, doomed, explain
 from envgen.preflight.collective import NodeRun, summarise
 from envgen.preflight.launcher_view import deepspeed_view, env_file_findings, master_from
-from envgen.preflight.checks_collective import collective_findings, doomed, explain
 
 
 @pytest.fixture

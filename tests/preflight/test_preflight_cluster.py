@@ -242,12 +242,14 @@ def test_a_node_down(cluster):
 
 
 def test_a_node_lost_during_the_collective(cluster):
-    proc = cluster.start_preflight(*HOSTS, "--collective-timeout", "15")
+    # 256 MiB: the timed all_reduces last seconds, so the pause lands in them (the ranks are
+    # started ahead with torch imported: the rendezvous itself is over in well under a second)
+    proc = cluster.start_preflight(*HOSTS, "--collective-timeout", "15", "--size-mb", "256")
     try:
         assert proc.stderr is not None
         for line in proc.stderr:
             if "all_reduce" in line:
-                time.sleep(1)
+                time.sleep(0.5)
                 cluster.pause("node2")
                 break
         out, _ = proc.communicate(timeout=300)
@@ -438,3 +440,73 @@ def test_ctrl_c_prints_the_findings_so_far(cluster):
         while cluster.sh(node, "pgrep -f -- '- --maste[r]-addr'")[0] == 0:
             assert time.monotonic() < deadline, f"a rank still runs on {node}"
             time.sleep(0.5)
+
+
+# ---- torchrun's view against a real torchrun launch (the ground truth) -------------------------
+
+TORCHRUN_JOB = """\
+import json, os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+t = torch.ones(1) * (dist.get_rank() + 1)
+dist.all_reduce(t)
+keys = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+        "TORCH_NCCL_ASYNC_ERROR_HANDLING", "OMP_NUM_THREADS")
+print("ENV " + json.dumps({k: os.environ.get(k) for k in keys} | {"sum": t.item()}), flush=True)
+dist.destroy_process_group()
+"""
+
+
+def _torchrun_everywhere(c: Cluster, options: str, seconds: int) -> dict[str, tuple[int, str]]:
+    """torchrun started on every node from node0 over ssh (non-interactive sessions, as a user
+    or pdsh starts it), node i with --node-rank i; node → (exit code, output)."""
+    for node in c.nodes:
+        c.write(node, "/root/job.py", TORCHRUN_JOB)
+    starts = " ".join(
+        f"(timeout {seconds} ssh {node} /opt/env/bin/torchrun --nnodes {len(c.nodes)} "
+        f"--node-rank {i} --nproc-per-node 1 {options} /root/job.py > /tmp/tr-{node}.out 2>&1;"
+        f" echo $? > /tmp/tr-{node}.rc) &" for i, node in enumerate(c.nodes))
+    c.sh("node0", f"{starts} wait", timeout=seconds + 60, check=True)
+    out = {}
+    for node in c.nodes:
+        _, rc = c.sh("node0", f"cat /tmp/tr-{node}.rc", check=True)
+        _, text = c.sh("node0", f"cat /tmp/tr-{node}.out", check=True)
+        out[node] = (int(rc.strip()), text)
+    return out
+
+
+def _worker_env(text: str) -> dict:
+    line = next(ln for ln in text.splitlines() if ln.startswith("ENV "))
+    return json.loads(line[4:])
+
+
+def test_torchruns_view_is_what_torchrun_gives_its_workers(cluster):
+    """--launcher torchrun --master-addr node0: the master address, port and variables the
+    preflight shows are those a real torchrun on every node hands its workers, and both pass."""
+    runs = _torchrun_everywhere(cluster, "--master-addr node0 --master-port 29500", 120)
+    assert all(rc == 0 for rc, _ in runs.values()), runs
+    workers = {n: _worker_env(text) for n, (_, text) in runs.items()}
+    assert {w["sum"] for w in workers.values()} == {6.0}
+    rc, doc = run(cluster, *HOSTS, "--launcher", "torchrun", "--master-addr", "node0")
+    assert rc == 0, doc["findings"]
+    view = doc["launcher"]
+    for w in workers.values():
+        assert (view["master_addr"], str(view["master_port"])) == (w["MASTER_ADDR"],
+                                                                  w["MASTER_PORT"])
+        for var, value in view["exports"].items():  # what torchrun adds, exactly
+            assert w[var] == value, (var, w)
+        assert w["OMP_NUM_THREADS"] is None and "OMP_NUM_THREADS" not in view["exports"]
+    assert doc["collective"]["ok"] and doc["collective"]["world_size"] == 3
+
+
+def test_torchrun_without_a_master_address_fails_and_is_named(cluster):
+    """No --master-addr (MASTER_ADDR in the shell does not count): every torchrun rendezvouses
+    at its own 127.0.0.1 and the launch fails; the preflight names it without running it."""
+    runs = _torchrun_everywhere(cluster, "--rdzv-conf timeout=15", 90)
+    assert all(rc != 0 for rc, _ in runs.values()), runs
+    rc, doc = run(cluster, *HOSTS, "--launcher", "torchrun", env={"MASTER_ADDR": "node0"})
+    assert rc == 1
+    loop = finding(doc, "launcher-master-loopback")
+    assert "127.0.0.1" in loop["summary"] and "MASTER_ADDR=node0" in loop["summary"]
+    assert "--master-addr node0" in loop["fix"]
+    assert doc["collective"] is None
+    assert "launcher-master-loopback" in finding(doc, "check-skipped")["summary"]
