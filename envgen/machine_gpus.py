@@ -1,57 +1,34 @@
 """This machine's NVIDIA driver and GPUs, as ``--driver auto`` / ``--gpu auto`` read them.
 
-Input: nothing but the machine (and, for tests or an unusual install, the NVML library's path:
-the ``library`` argument, else ``$ENVGEN_NVML_LIBRARY``, else ``libnvidia-ml.so.1``).
-Output: one frozen :class:`MachineGpus`: the driver version, each GPU's name and compute
-capability, where they were read (``"nvml"`` or ``"nvidia-smi"``), and, when something could
-not be read, why. :func:`read` never raises for a machine without a driver, a missing
-library, an NVML error or a hanging driver: the answer is then "not known" with the reason.
+Input: nothing but the machine. Output: one frozen :class:`MachineGpus`: the driver version,
+each GPU's name and compute capability, where they were read (``"nvml"`` or ``"nvidia-smi"``),
+and, when something could not be read, why. :func:`read` never raises for a machine without a
+driver, a missing library, an NVML error or a hanging driver: the answer is then "not known"
+with the reason.
 
-How: NVML through ``ctypes`` first (the library every NVIDIA driver installs; no Python
-binding needed, nothing imported until asked), each call as NVIDIA's NVML API reference
-declares it; then, when NVML cannot be loaded or started, ``nvidia-smi --query-gpu`` (the
-``compute_cap`` column exists only in newer drivers: without it the names alone are read).
-Both run under a deadline (``envgen.proc.limit``: 30 s, or ``$ENVGEN_TOOL_TIMEOUT``). NVML
-lists every GPU of the machine, whatever ``CUDA_VISIBLE_DEVICES`` says (as ``nvidia-smi``).
-
-NVML calls used (https://docs.nvidia.com/deploy/nvml-api/):
-- ``nvmlReturn_t nvmlInit_v2(void)``, ``nvmlReturn_t nvmlShutdown(void)``
-  (group__nvmlInitializationAndCleanup.html);
-- ``nvmlReturn_t nvmlSystemGetDriverVersion(char *version, unsigned int length)``, at most
-  ``NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE`` = 80 bytes (group__nvmlSystemQueries.html,
-  group__nvmlConstants.html);
-- ``nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *deviceCount)``,
-  ``nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device)``
-  (a device this process may not use answers ``NVML_ERROR_NO_PERMISSION``: it is left out),
-  ``nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)``
-  (``NVML_DEVICE_NAME_V2_BUFFER_SIZE`` = 96),
-  ``nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int *major,
-  int *minor)`` (group__nvmlDeviceQueries.html);
-- ``const char *nvmlErrorString(nvmlReturn_t result)`` for the reason, when the library has it.
+How: NVML first, through NVIDIA's own binding (``nvidia-ml-py``, imported as ``pynvml``, a
+dependency; it loads ``libnvidia-ml.so.1``, the library every NVIDIA driver installs, as the
+dynamic loader finds it); then, when NVML cannot be loaded or started, ``nvidia-smi
+--query-gpu`` (the ``compute_cap`` column exists only in newer drivers: without it the names
+alone are read). Both run under a deadline (``envgen.proc.limit``: 30 s, or
+``$ENVGEN_TOOL_TIMEOUT``). NVML lists every GPU of the machine, whatever
+``CUDA_VISIBLE_DEVICES`` says (as ``nvidia-smi``); a device this process may not use answers
+``NVML_ERROR_NO_PERMISSION`` and is left out (https://docs.nvidia.com/deploy/nvml-api/).
 """
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-LIBRARY_VAR = "ENVGEN_NVML_LIBRARY"  # the NVML library to load instead of libnvidia-ml.so.1
-DEFAULT_LIBRARY = "libnvidia-ml.so.1"
 DEFAULT_SECONDS = 30.0  # NVML's start on a many-GPU machine without persistence mode is slow
 MAX_GPUS = 256  # a library answering more is not believed past this many
 
-_DRIVER_BUFFER = 80  # NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE
-_NAME_BUFFER = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE
-_NO_PERMISSION = 4  # NVML_ERROR_NO_PERMISSION
-_ERRORS = {1: "NVML not initialised", 2: "invalid argument", 3: "not supported",
-           4: "no permission", 6: "not found", 7: "buffer too small",
-           9: "driver not loaded", 10: "timeout", 12: "library not found",
-           13: "function not found", 15: "GPU is lost", 17: "operating system error",
-           18: "driver/library version mismatch", 999: "unknown error"}
+_NAME_BUFFER = 96  # NVML_DEVICE_NAME_V2_BUFFER_SIZE: a longer name is not believed past it
 _DRIVER_RE = re.compile(r"\d{1,4}(\.\d{1,4}){1,3}")
 _CC_RE = re.compile(r"(\d{1,2})\.(\d{1,2})")
 _SMI_FIELDS = ("driver_version,name,compute_cap", "driver_version,name")
@@ -115,17 +92,15 @@ class MachineGpus:
                 "gpu_count": len(self.gpus), "source": self.source, "reason": self.reason}
 
 
-def read(*, library: str | None = None, timeout: float | None = None) -> MachineGpus:
+def read(*, timeout: float | None = None) -> MachineGpus:
     """This machine's driver and GPUs: NVML, else nvidia-smi, else not known (with why).
 
-    ``library``: the NVML library to load (default ``$ENVGEN_NVML_LIBRARY``, else
-    ``libnvidia-ml.so.1``); ``timeout``: seconds for each reader (default
-    ``envgen.proc.limit(30)``). Never raises for what the machine answers."""
+    ``timeout``: seconds for each reader (default ``envgen.proc.limit(30)``). Never raises
+    for what the machine answers."""
     from envgen.proc import limit
 
     seconds = limit(DEFAULT_SECONDS) if timeout is None else timeout
-    lib = library or os.environ.get(LIBRARY_VAR, "").strip() or DEFAULT_LIBRARY
-    nvml = _within(lambda: read_nvml(lib), seconds, "NVML")
+    nvml = _within(read_nvml, seconds, "NVML")
     if nvml is None:  # a hung driver: nvidia-smi, which asks NVML, would hang as well
         return MachineGpus(driver=None, reason=f"NVML did not answer within {seconds:g} s "
                            "(a driver in a bad state: `nvidia-smi` would hang as well)")
@@ -157,125 +132,60 @@ def _within(reader: Callable[[], MachineGpus], seconds: float, what: str
     return answer[0] if answer else None
 
 
-# ---------------------------------------------------------------- NVML through ctypes
+# ---------------------------------------------------------------- NVML
 
-class _NvmlFailed(Exception):
-    def __init__(self, call: str, code: int, text: str) -> None:
-        super().__init__(f"{call} failed: {text} (NVML error {code})")
-        self.code = code
-
-
-def read_nvml(library: str = DEFAULT_LIBRARY) -> MachineGpus:
-    """The driver and GPUs through the NVML library ``library`` (a name the loader finds or
-    a path); not known, with the reason, when it cannot be loaded, lacks a function or
-    fails to start. A device that fails after the driver was read leaves the GPUs not
-    known (the driver stays); a device this process has no permission for is left out."""
-    import ctypes
+def read_nvml() -> MachineGpus:
+    """The driver and GPUs through NVML (``pynvml``); not known, with the reason, when the
+    library cannot be loaded, lacks a function or fails to start. A device that fails after
+    the driver was read leaves the GPUs not known (the driver stays); a device this process
+    has no permission for is left out."""
+    import pynvml
 
     try:
-        lib = ctypes.CDLL(library)
-    except OSError as exc:
-        return MachineGpus(driver=None, reason=f"NVML: cannot load {library} ({exc}; "
-                           "no NVIDIA driver installed here?)")
+        pynvml.nvmlInit()
+    except pynvml.NVMLError_LibraryNotFound:
+        return MachineGpus(driver=None, reason="NVML: libnvidia-ml.so.1 not found (no NVIDIA "
+                           "driver installed here?)")
+    except pynvml.NVMLError as exc:
+        return MachineGpus(driver=None, reason=f"NVML: nvmlInit failed: {exc}")
     try:
-        calls = _bind(lib, ctypes)
-    except AttributeError as exc:
-        return MachineGpus(driver=None, reason=f"NVML: {library} lacks a function "
-                           f"({exc}; a driver older than NVML 5.319?)")
-
-    def check(call: str, code: int) -> None:
-        if code != 0:
-            raise _NvmlFailed(call, code, _error_text(lib, code, ctypes))
-
-    try:
-        check("nvmlInit_v2", calls["nvmlInit_v2"]())
-    except _NvmlFailed as exc:
-        return MachineGpus(driver=None, reason=f"NVML: {exc}")
-    try:
-        buf = ctypes.create_string_buffer(_DRIVER_BUFFER)
         try:
-            check("nvmlSystemGetDriverVersion",
-                  calls["nvmlSystemGetDriverVersion"](buf, _DRIVER_BUFFER))
-        except _NvmlFailed as exc:
-            return MachineGpus(driver=None, reason=f"NVML: {exc}")
-        driver = _text(buf.value)
+            driver = _text(pynvml.nvmlSystemGetDriverVersion())
+        except pynvml.NVMLError as exc:
+            return MachineGpus(driver=None, reason=f"NVML: nvmlSystemGetDriverVersion failed: "
+                               f"{exc}")
         if not _DRIVER_RE.fullmatch(driver):
             return MachineGpus(driver=None, reason=f"NVML: the driver version {driver!r} "
                                "is not a version")
+        found, left_out = [], 0
         try:
-            gpus, left_out = _devices(calls, check, ctypes)
-        except _NvmlFailed as exc:
+            for index in range(min(pynvml.nvmlDeviceGetCount(), MAX_GPUS)):
+                try:
+                    handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+                except pynvml.NVMLError_NoPermission:
+                    left_out += 1
+                    continue
+                major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+                cc = f"{major}.{minor}"
+                found.append(GpuSeen(name=_text(pynvml.nvmlDeviceGetName(handle))
+                                     or f"GPU {index}",
+                                     compute_capability=cc if _CC_RE.fullmatch(cc) else None))
+        except pynvml.NVMLError as exc:
             return MachineGpus(driver=driver, source="nvml",
                                reason=f"NVML: {exc}: the GPUs are not known")
         reason = (f"NVML: {left_out} GPU(s) this process has no permission to use were left "
                   "out") if left_out else None
-        return MachineGpus(driver=driver, gpus=gpus, source="nvml", reason=reason)
+        return MachineGpus(driver=driver, gpus=tuple(found), source="nvml", reason=reason)
     finally:
-        calls["nvmlShutdown"]()
+        with suppress(pynvml.NVMLError):
+            pynvml.nvmlShutdown()
 
 
-def _bind(lib: Any, ctypes: Any) -> dict[str, Any]:
-    """The NVML functions with their C signatures (AttributeError: one is missing)."""
-    uint, pointer = ctypes.c_uint, ctypes.POINTER
-    device = ctypes.c_void_p  # nvmlDevice_t: an opaque struct nvmlDevice_st *
-    signatures = {
-        "nvmlInit_v2": [],
-        "nvmlShutdown": [],
-        "nvmlSystemGetDriverVersion": [ctypes.c_char_p, uint],
-        "nvmlDeviceGetCount_v2": [pointer(uint)],
-        "nvmlDeviceGetHandleByIndex_v2": [uint, pointer(device)],
-        "nvmlDeviceGetName": [device, ctypes.c_char_p, uint],
-        "nvmlDeviceGetCudaComputeCapability": [device, pointer(ctypes.c_int),
-                                               pointer(ctypes.c_int)],
-    }
-    out = {}
-    for name, argtypes in signatures.items():
-        func = getattr(lib, name)
-        func.argtypes, func.restype = argtypes, ctypes.c_int  # nvmlReturn_t: a C enum
-        out[name] = func
-    return out
-
-
-def _devices(calls: dict[str, Any], check: Callable[[str, int], None], ctypes: Any
-             ) -> tuple[tuple[GpuSeen, ...], int]:
-    """(the GPUs NVML lists, how many it has no permission for)."""
-    count = ctypes.c_uint(0)
-    check("nvmlDeviceGetCount_v2", calls["nvmlDeviceGetCount_v2"](ctypes.byref(count)))
-    found, left_out = [], 0
-    for index in range(min(count.value, MAX_GPUS)):
-        handle = ctypes.c_void_p()
-        code = calls["nvmlDeviceGetHandleByIndex_v2"](index, ctypes.byref(handle))
-        if code == _NO_PERMISSION:
-            left_out += 1
-            continue
-        check(f"nvmlDeviceGetHandleByIndex_v2({index})", code)
-        name = ctypes.create_string_buffer(_NAME_BUFFER)
-        check(f"nvmlDeviceGetName({index})", calls["nvmlDeviceGetName"](handle, name,
-                                                                      _NAME_BUFFER))
-        major, minor = ctypes.c_int(-1), ctypes.c_int(-1)
-        check(f"nvmlDeviceGetCudaComputeCapability({index})",
-              calls["nvmlDeviceGetCudaComputeCapability"](handle, ctypes.byref(major),
-                                                          ctypes.byref(minor)))
-        cc = f"{major.value}.{minor.value}"
-        found.append(GpuSeen(name=_text(name.value) or f"GPU {index}",
-                             compute_capability=cc if _CC_RE.fullmatch(cc) else None))
-    return tuple(found), left_out
-
-
-def _error_text(lib: Any, code: int, ctypes: Any) -> str:
-    """``nvmlErrorString(code)`` when the library has it, else the name NVIDIA gives it."""
-    try:
-        func = lib.nvmlErrorString
-        func.argtypes, func.restype = [ctypes.c_int], ctypes.c_char_p
-        text = func(code)
-    except (AttributeError, OSError):
-        text = None
-    return _text(text) if text else _ERRORS.get(code, "error")
-
-
-def _text(raw: bytes) -> str:
-    """A C string from the library, decoded and bounded (never trusted to be clean)."""
-    return raw.decode("utf-8", "replace").strip()[:_NAME_BUFFER]
+def _text(raw: bytes | str) -> str:
+    """A C string from the library (bytes from older bindings), decoded and bounded (never
+    trusted to be clean)."""
+    text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+    return text.strip()[:_NAME_BUFFER]
 
 
 # ---------------------------------------------------------------- nvidia-smi

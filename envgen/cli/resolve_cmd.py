@@ -44,11 +44,11 @@ only combinations proven at T3 or above; none → exit 3 listing the nearest to 
 Records: the shipped matrix/results/ and your data dir (`envgen results add`). Every rule's
 facts are read from the releases' own files or curated with a citation (`envgen matrix show`).
 --driver auto / --gpu auto read this machine's driver and GPUs (NVML, else `nvidia-smi
---query-gpu`; $ENVGEN_NVML_LIBRARY loads another NVML library), print what was read
-("Machine: …"; with --json the "machine" object) and resolve for them: a GPU by its name in
-curated/gpus.toml, else by the compute capability the driver gives; GPUs of several
-architectures are refused (name one). What cannot be read (no driver, no GPU) is left
-unconstrained, as if the option were absent, with a note on stderr.
+--query-gpu`), print what was read ("Machine: …"; with --json the "machine" object) and
+resolve for them: a GPU by its name in curated/gpus.toml, else by the compute capability
+the driver gives; GPUs of several architectures are refused (name one). What cannot be read
+(no driver, no GPU) is left unconstrained, as if the option were absent, with a note on
+stderr.
 --nvcc uses a CUDA toolkit already on the machine (a cluster's `module load cuda/12.4`, an
 OS package, a base image): only torch builds whose CUDA the framework release's own nvcc
 check accepts with it are offered, and `make` installs no compiler.

@@ -1,11 +1,13 @@
 /* A stand-in for libnvidia-ml.so.1 (NVIDIA's NVML), for tests of envgen.machine_gpus and
  * --driver auto / --gpu auto on machines without a GPU. Built at test time with the system's
- * C compiler (tests/unit/test_machine_gpus.py: cc -shared -fPIC). The functions have NVML's C
- * signatures (https://docs.nvidia.com/deploy/nvml-api/); what they answer is read from the
- * environment at each call, so one build serves every test and every subprocess:
+ * C compiler (tests/unit/test_machine_gpus.py: cc -shared -fPIC -o DIR/libnvidia-ml.so.1) and
+ * found by NVIDIA's Python binding (pynvml loads "libnvidia-ml.so.1") through LD_LIBRARY_PATH,
+ * in a process of its own. The functions have NVML's C signatures
+ * (https://docs.nvidia.com/deploy/nvml-api/); what they answer is read from the environment
+ * at each call, so one build serves every test:
  *
- *   FAKE_NVML_INIT=N        nvmlInit_v2 returns N (9: NVML_ERROR_DRIVER_NOT_LOADED)
- *   FAKE_NVML_SLEEP=S       nvmlInit_v2 sleeps S seconds first (a hung driver)
+ *   FAKE_NVML_INIT=N        nvmlInitWithFlags / nvmlInit_v2 return N (9: driver not loaded)
+ *   FAKE_NVML_SLEEP=S       they sleep S seconds first (a hung driver)
  *   FAKE_NVML_DRIVER=V      the driver version (default 550.54.15)
  *   FAKE_NVML_GPUS=...      the GPUs: "NAME|MAJOR.MINOR;NAME|MAJOR.MINOR" (default: none)
  *   FAKE_NVML_HANDLE_RC=I:N nvmlDeviceGetHandleByIndex_v2(I) returns N (4: no permission)
@@ -54,12 +56,17 @@ static int gpu_entry(unsigned int index, char *name, size_t name_len, int *major
     return 1;
 }
 
-nvmlReturn_t nvmlInit_v2(void) {
+nvmlReturn_t nvmlInitWithFlags(unsigned int flags) {
+    (void)flags;
     const char *sleep_for = getenv("FAKE_NVML_SLEEP");
     if (sleep_for) sleep((unsigned int)atoi(sleep_for));
     const char *rc = getenv("FAKE_NVML_INIT");
     note("init");
     return rc ? atoi(rc) : 0;
+}
+
+nvmlReturn_t nvmlInit_v2(void) {
+    return nvmlInitWithFlags(0);
 }
 
 nvmlReturn_t nvmlShutdown(void) {

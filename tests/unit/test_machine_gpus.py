@@ -1,7 +1,9 @@
 """--driver auto / --gpu auto: this machine's driver and GPUs read through a real NVML-shaped
-shared library (tests/support/fake_nvml.c, compiled here with the system's C compiler and loaded
-with ctypes exactly as libnvidia-ml.so.1 is), through a fake `nvidia-smi` on PATH, and with
-neither; then mapped onto a request (envgen.api.machine_request) and resolved by the CLI."""
+shared library (tests/support/fake_nvml.c, compiled here with the system's C compiler as
+libnvidia-ml.so.1 and found by NVIDIA's binding, pynvml, through LD_LIBRARY_PATH in a process
+of its own: the loader reads that variable when a process starts), through a fake
+`nvidia-smi` on PATH, and with neither; then mapped onto a request
+(envgen.api.machine_request) and resolved by the CLI."""
 
 from __future__ import annotations
 
@@ -11,59 +13,88 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from support.run import in_process
 
-from envgen import machine_gpus
 from envgen.api import machine_request
 from envgen.errors import UsageError
 from envgen.facts.matrix import Matrix
-from envgen.machine_gpus import GpuSeen, MachineGpus, parse_nvidia_smi, read
+from envgen.machine_gpus import GpuSeen, MachineGpus, parse_nvidia_smi
 from envgen.resolve.request import Request
 
 SOURCE = Path(__file__).resolve().parents[1] / "support" / "fake_nvml.c"
 H100 = "NVIDIA H100 80GB HBM3|9.0"
+READ = """
+import json, sys
+from envgen.machine_gpus import read
+found = read(timeout=float(sys.argv[1]) if len(sys.argv) > 1 else None)
+print(json.dumps({"driver": found.driver, "source": found.source, "reason": found.reason,
+                  "gpus": [[g.name, g.compute_capability] for g in found.gpus]}))
+"""
 
 
-def _compile(out: Path, *defines: str) -> Path:
+def _compile(folder: Path, *defines: str) -> Path:
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler (cc/gcc) to build the fake NVML library: apt-get install gcc")
-    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *defines, "-o", str(out),
-                    str(SOURCE)], check=True, capture_output=True, timeout=120)
-    return out
+    folder.mkdir()
+    subprocess.run([cc, "-shared", "-fPIC", "-O1", "-Wall", "-Werror", *defines, "-o",
+                    str(folder / "libnvidia-ml.so.1"), str(SOURCE)], check=True,
+                   capture_output=True, timeout=120)
+    return folder
 
 
 @pytest.fixture(scope="module")
 def libs(tmp_path_factory) -> dict[str, Path]:
-    """The fake NVML library: complete, without nvmlErrorString, without the _v2 count."""
+    """Folders holding a fake libnvidia-ml.so.1: complete, without nvmlErrorString, without
+    the _v2 count; and one holding none."""
     d = tmp_path_factory.mktemp("nvml")
-    return {"nvml": _compile(d / "fake-nvml.so"),  # not the real soname: never found by it
-            "no_error_string": _compile(d / "no-error-string.so", "-DNO_ERROR_STRING"),
-            "no_count_v2": _compile(d / "no-count-v2.so", "-DNO_COUNT_V2")}
+    (d / "none").mkdir()
+    return {"nvml": _compile(d / "nvml"),
+            "no_error_string": _compile(d / "no-error-string", "-DNO_ERROR_STRING"),
+            "no_count_v2": _compile(d / "no-count-v2", "-DNO_COUNT_V2"),
+            "none": d / "none"}
+
+
+@dataclass
+class Machine:
+    """A machine for a subprocess: its environment (the fake NVML on LD_LIBRARY_PATH, one H100
+    unless a test says otherwise, PATH holding only ``bin``, where a fake nvidia-smi goes)."""
+
+    env: dict[str, str]
+    bin: Path
+    log: Path
+    libs: dict[str, Path] = field(default_factory=dict)
+
+    def nvml(self, which: str) -> None:
+        self.env["LD_LIBRARY_PATH"] = str(self.libs[which])
+
+    def read(self, timeout: float | None = None) -> MachineGpus:
+        proc = subprocess.run([sys.executable, "-c", READ,
+                               *([str(timeout)] if timeout is not None else [])],
+                              env=self.env, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        d = json.loads(proc.stdout)
+        return MachineGpus(driver=d["driver"], source=d["source"], reason=d["reason"],
+                           gpus=tuple(GpuSeen(n, c) for n, c in d["gpus"]))
+
+    def calls(self) -> list[str]:
+        return self.log.read_text().split() if self.log.exists() else []
 
 
 @pytest.fixture
-def machine(libs, monkeypatch, tmp_path):
-    """A machine whose NVML is the fake library (one H100 unless a test says otherwise) and
-    whose PATH holds only a folder for a fake nvidia-smi; returns that folder."""
-    for name in list(os.environ):
-        if name.startswith("FAKE_NVML_"):
-            monkeypatch.delenv(name)
+def machine(libs, tmp_path) -> Machine:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    monkeypatch.setenv("PATH", str(bin_dir))
-    monkeypatch.setenv(machine_gpus.LIBRARY_VAR, str(libs["nvml"]))
-    monkeypatch.setenv("FAKE_NVML_GPUS", H100)
-    monkeypatch.setenv("FAKE_NVML_LOG", str(tmp_path / "nvml.log"))
-    return bin_dir
-
-
-def _calls(tmp_path: Path) -> list[str]:
-    log = tmp_path / "nvml.log"
-    return log.read_text().split() if log.exists() else []
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("FAKE_NVML_") and k != "LD_LIBRARY_PATH"}
+    env.update({"PATH": str(bin_dir), "LD_LIBRARY_PATH": str(libs["nvml"]),
+                "FAKE_NVML_GPUS": H100, "FAKE_NVML_LOG": str(tmp_path / "nvml.log")})
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).parents[2]),
+                                                     env.get("PYTHONPATH")) if p)
+    return Machine(env=env, bin=bin_dir, log=tmp_path / "nvml.log", libs=libs)
 
 
 def _smi(bin_dir: Path, script: str) -> None:
@@ -75,10 +106,10 @@ def _smi(bin_dir: Path, script: str) -> None:
 
 # ---------------------------------------------------------------- reading: NVML
 
-def test_nvml_reads_the_driver_and_each_gpu(machine, monkeypatch, tmp_path):
-    monkeypatch.setenv("FAKE_NVML_DRIVER", "580.159.04")
-    monkeypatch.setenv("FAKE_NVML_GPUS", ";".join([H100] * 8))
-    found = read()
+def test_nvml_reads_the_driver_and_each_gpu(machine):
+    machine.env["FAKE_NVML_DRIVER"] = "580.159.04"
+    machine.env["FAKE_NVML_GPUS"] = ";".join([H100] * 8)
+    found = machine.read()
     assert found == MachineGpus(driver="580.159.04", gpus=(GpuSeen("NVIDIA H100 80GB HBM3",
                                                                    "9.0"),) * 8, source="nvml")
     assert found.summary() == ("driver 580.159.04 and 8× NVIDIA H100 80GB HBM3 (sm_90) read "
@@ -87,115 +118,121 @@ def test_nvml_reads_the_driver_and_each_gpu(machine, monkeypatch, tmp_path):
         "driver": "580.159.04", "gpu_count": 8, "source": "nvml", "reason": None,
         "gpus": [{"name": "NVIDIA H100 80GB HBM3", "compute_capability": "9.0",
                   "arch": "sm_90", "count": 8}]}
-    assert _calls(tmp_path) == ["init", "shutdown"]  # NVML is shut down after the read
+    assert machine.calls() == ["init", "shutdown"]  # NVML is shut down after the read
 
 
-def test_several_models_are_listed_in_the_drivers_order(machine, monkeypatch):
-    monkeypatch.setenv("FAKE_NVML_GPUS", "NVIDIA A100-SXM4-80GB|8.0;" + H100 + ";" + H100)
-    assert read().gpus_text() == ("1× NVIDIA A100-SXM4-80GB (sm_80), "
-                                  "2× NVIDIA H100 80GB HBM3 (sm_90)")
+def test_several_models_are_listed_in_the_drivers_order(machine):
+    machine.env["FAKE_NVML_GPUS"] = "NVIDIA A100-SXM4-80GB|8.0;" + H100 + ";" + H100
+    assert machine.read().gpus_text() == ("1× NVIDIA A100-SXM4-80GB (sm_80), "
+                                          "2× NVIDIA H100 80GB HBM3 (sm_90)")
 
 
-def test_a_driver_that_is_not_loaded_is_not_known_and_says_why(machine, monkeypatch, tmp_path):
-    monkeypatch.setenv("FAKE_NVML_INIT", "9")  # NVML_ERROR_DRIVER_NOT_LOADED
-    found = read()
+def test_a_driver_that_is_not_loaded_is_not_known_and_says_why(machine):
+    machine.env["FAKE_NVML_INIT"] = "9"  # NVML_ERROR_DRIVER_NOT_LOADED
+    found = machine.read()
     assert not found.known and found.gpus == () and found.source is None
-    assert found.reason == ("NVML: nvmlInit_v2 failed: Driver Not Loaded (NVML error 9); "
+    assert found.reason == ("NVML: nvmlInit failed: Driver Not Loaded; "
                             "nvidia-smi: not on PATH")
-    assert _calls(tmp_path) == ["init"]  # nothing to shut down
+    assert machine.calls() == ["init"]  # nothing to shut down
 
 
-def test_no_library_no_nvidia_smi(machine, tmp_path):
-    found = read(library=str(tmp_path / "absent.so"))
+def test_no_library_no_nvidia_smi(machine):
+    machine.nvml("none")
+    found = machine.read()
+    if found.source == "nvml":
+        pytest.skip("this machine has a real libnvidia-ml.so.1 on the loader's path")
     assert not found.known
-    assert found.reason.startswith(f"NVML: cannot load {tmp_path / 'absent.so'} (")
-    assert "no NVIDIA driver installed here?" in found.reason
-    assert found.reason.endswith("; nvidia-smi: not on PATH")
+    assert found.reason == ("NVML: libnvidia-ml.so.1 not found (no NVIDIA driver installed "
+                            "here?); nvidia-smi: not on PATH")
 
 
-def test_without_nvml_error_string_the_code_is_named(machine, libs, monkeypatch):
-    monkeypatch.setenv("FAKE_NVML_INIT", "18")
-    found = read(library=str(libs["no_error_string"]))
-    assert found.reason.startswith("NVML: nvmlInit_v2 failed: driver/library version mismatch "
-                                   "(NVML error 18)")
+def test_without_nvml_error_string_the_binding_names_the_code(machine):
+    machine.nvml("no_error_string")
+    machine.env["FAKE_NVML_INIT"] = "18"  # NVML_ERROR_LIB_RM_VERSION_MISMATCH
+    found = machine.read()
+    assert found.reason.startswith("NVML: nvmlInit failed: ")
+    assert "version mismatch" in found.reason or "code 18" in found.reason
 
 
-def test_a_library_without_a_function_is_not_used(machine, libs):
-    found = read(library=str(libs["no_count_v2"]))
-    assert not found.known
-    assert "lacks a function" in found.reason and "nvmlDeviceGetCount_v2" in found.reason
+def test_a_library_without_a_function_leaves_the_gpus_not_known(machine):
+    machine.nvml("no_count_v2")
+    found = machine.read()
+    assert found.driver == "550.54.15" and found.gpus == ()
+    assert found.reason.endswith(": the GPUs are not known")
 
 
-def test_a_gpu_without_permission_is_left_out(machine, monkeypatch):
-    monkeypatch.setenv("FAKE_NVML_GPUS", f"{H100};NVIDIA A100-SXM4-80GB|8.0")
-    monkeypatch.setenv("FAKE_NVML_HANDLE_RC", "1:4")  # NVML_ERROR_NO_PERMISSION
-    found = read()
+def test_a_gpu_without_permission_is_left_out(machine):
+    machine.env["FAKE_NVML_GPUS"] = f"{H100};NVIDIA A100-SXM4-80GB|8.0"
+    machine.env["FAKE_NVML_HANDLE_RC"] = "1:4"  # NVML_ERROR_NO_PERMISSION
+    found = machine.read()
     assert found.gpus == (GpuSeen("NVIDIA H100 80GB HBM3", "9.0"),)
     assert found.reason == "NVML: 1 GPU(s) this process has no permission to use were left out"
 
 
-def test_a_lost_gpu_leaves_the_gpus_not_known_and_the_driver_known(machine, monkeypatch,
-                                                                    tmp_path):
-    monkeypatch.setenv("FAKE_NVML_HANDLE_RC", "0:15")  # NVML_ERROR_GPU_IS_LOST
-    found = read()
+def test_a_lost_gpu_leaves_the_gpus_not_known_and_the_driver_known(machine):
+    machine.env["FAKE_NVML_HANDLE_RC"] = "0:15"  # NVML_ERROR_GPU_IS_LOST
+    found = machine.read()
     assert found.driver == "550.54.15" and found.gpus == () and found.source == "nvml"
-    assert found.reason == ("NVML: nvmlDeviceGetHandleByIndex_v2(0) failed: GPU is lost "
-                            "(NVML error 15): the GPUs are not known")
-    assert _calls(tmp_path) == ["init", "shutdown"]
+    assert found.reason == "NVML: GPU is lost: the GPUs are not known"
+    assert machine.calls() == ["init", "shutdown"]
 
 
-def test_a_hung_driver_is_given_up_at_the_deadline(machine, monkeypatch):
-    monkeypatch.setenv("FAKE_NVML_SLEEP", "5")
-    _smi(machine, "echo should-not-run >&2; exit 1")
+def test_a_hung_driver_is_given_up_at_the_deadline(machine):
+    machine.env["FAKE_NVML_SLEEP"] = "5"
+    _smi(machine.bin, "echo should-not-run >&2; exit 1")
     started = time.monotonic()
-    found = read(timeout=0.5)
-    assert time.monotonic() - started < 3
+    found = machine.read(timeout=0.5)
+    assert time.monotonic() - started < 4.5  # the process ends; the hung thread is left
     assert not found.known
     assert found.reason.startswith("NVML did not answer within 0.5 s")
 
 
-def test_a_driver_string_that_is_not_a_version_is_not_believed(machine, monkeypatch):
-    monkeypatch.setenv("FAKE_NVML_DRIVER", "550\x1b[2J")
-    found = read()
+def test_a_driver_string_that_is_not_a_version_is_not_believed(machine):
+    machine.env["FAKE_NVML_DRIVER"] = "550\x1b[2J"
+    found = machine.read()
     assert not found.known and "is not a version" in found.reason
 
 
 # ---------------------------------------------------------------- reading: nvidia-smi
 
-def test_nvidia_smi_when_nvml_cannot_be_loaded(machine, tmp_path):
-    _smi(machine, 'case "$1" in *compute_cap*) printf "%s\\n" '
+def test_nvidia_smi_when_nvml_cannot_start(machine):
+    machine.env["FAKE_NVML_INIT"] = "9"
+    _smi(machine.bin, 'case "$1" in *compute_cap*) printf "%s\\n" '
          '"550.54.15, NVIDIA H100 80GB HBM3, 9.0" "550.54.15, NVIDIA H100 80GB HBM3, 9.0";; '
          '*) exit 1;; esac')
-    found = read(library=str(tmp_path / "absent.so"))
+    found = machine.read()
     assert found.driver == "550.54.15" and found.source == "nvidia-smi"
     assert found.gpus == (GpuSeen("NVIDIA H100 80GB HBM3", "9.0"),) * 2
     assert found.summary().endswith("2× NVIDIA H100 80GB HBM3 (sm_90) read through nvidia-smi")
 
 
-def test_an_nvidia_smi_without_compute_cap_gives_the_names(machine, tmp_path):
-    _smi(machine, 'case "$1" in *compute_cap*) '
+def test_an_nvidia_smi_without_compute_cap_gives_the_names(machine):
+    machine.env["FAKE_NVML_INIT"] = "9"
+    _smi(machine.bin, 'case "$1" in *compute_cap*) '
          'echo \'Field "compute_cap" is not a valid field to query.\'; exit 2;; '
          '*) echo "470.82.01, Tesla V100-SXM2-16GB";; esac')
-    found = read(library=str(tmp_path / "absent.so"))
+    found = machine.read()
     assert found.driver == "470.82.01"
     assert found.gpus == (GpuSeen("Tesla V100-SXM2-16GB", None),)
     assert "no compute_cap field" in found.reason
     assert found.gpus_text() == "1× Tesla V100-SXM2-16GB (compute capability not read)"
 
 
-def test_a_failing_nvidia_smi_is_the_reason(machine, tmp_path):
-    _smi(machine, "echo \"NVIDIA-SMI has failed because it couldn't communicate with the "
+def test_a_failing_nvidia_smi_is_the_reason(machine):
+    machine.env["FAKE_NVML_INIT"] = "9"
+    _smi(machine.bin, "echo \"NVIDIA-SMI has failed because it couldn't communicate with the "
          "NVIDIA driver.\"; exit 9")
-    found = read(library=str(tmp_path / "absent.so"))
+    found = machine.read()
     assert not found.known
     assert found.reason.endswith("nvidia-smi exited with 9: NVIDIA-SMI has failed because it "
                                  "couldn't communicate with the NVIDIA driver.")
 
 
-def test_a_hanging_nvidia_smi_is_stopped(machine, tmp_path):
-    _smi(machine, f"exec {shutil.which('sleep', path=os.defpath)} 30")
+def test_a_hanging_nvidia_smi_is_stopped(machine):
+    machine.env["FAKE_NVML_INIT"] = "9"
+    _smi(machine.bin, f"exec {shutil.which('sleep', path=os.defpath)} 30")
     started = time.monotonic()
-    found = read(library=str(tmp_path / "absent.so"), timeout=0.5)
+    found = machine.read(timeout=0.5)
     assert time.monotonic() - started < 10
     assert found.reason.endswith("nvidia-smi did not answer within 0.5 s")
 
@@ -306,14 +343,23 @@ def test_no_auto_reads_nothing(fmatrix):
     assert machine_request(request, matrix=fmatrix) == (request, None)
 
 
-# ---------------------------------------------------------------- the CLI
+# ---------------------------------------------------------------- the CLI (its own process)
 
 @pytest.fixture
-def run(machine, fixture_matrix, capsys, monkeypatch, tmp_path):
-    return in_process(fixture_matrix, capsys, monkeypatch, tmp_path)
+def run(machine, fixture_matrix, tmp_path):
+    """``run(*argv) -> (exit code, stdout, stderr)``: envgen's CLI in a process of its own on
+    ``machine``, against the fixture matrix, from an empty folder."""
+    machine.env["ENVGEN_MATRIX_DIR"] = str(fixture_matrix)
+
+    def go(*argv: str) -> tuple[int, str, str]:
+        proc = subprocess.run([sys.executable, "-m", "envgen", *argv], capture_output=True,
+                              text=True, env=machine.env, timeout=120, cwd=tmp_path)
+        return proc.returncode, proc.stdout, proc.stderr
+
+    return go
 
 
-def test_resolve_auto_reports_what_it_read_and_resolves_for_it(run, monkeypatch):
+def test_resolve_auto_reports_what_it_read_and_resolves_for_it(run):
     code, out, err = run("resolve", "--framework", "deepspeed", "--gpu", "auto", "--driver",
                          "auto", "--json")
     assert code == 0, err
@@ -334,8 +380,8 @@ def test_resolve_auto_reports_what_it_read_and_resolves_for_it(run, monkeypatch)
         "Best match for --framework deepspeed --gpu H100 --driver 550.54.15:"]
 
 
-def test_an_old_driver_read_here_is_infeasible_for_the_driver(run, monkeypatch):
-    monkeypatch.setenv("FAKE_NVML_DRIVER", "450.80.02")
+def test_an_old_driver_read_here_is_infeasible_for_the_driver(run, machine):
+    machine.env["FAKE_NVML_DRIVER"] = "450.80.02"
     code, out, err = run("resolve", "--framework", "deepspeed", "--gpu", "auto", "--driver",
                          "auto", "--json")
     assert code == 3
@@ -350,73 +396,93 @@ def test_an_old_driver_read_here_is_infeasible_for_the_driver(run, monkeypatch):
                           "--driver 450.80.02")
 
 
-def test_without_a_driver_auto_is_dropped_with_a_note(run, monkeypatch, tmp_path):
-    monkeypatch.setenv(machine_gpus.LIBRARY_VAR, str(tmp_path / "absent.so"))
+def test_without_a_driver_auto_is_dropped_with_a_note(run, machine):
+    machine.env["FAKE_NVML_INIT"] = "9"
     code, out, err = run("resolve", "--framework", "deepspeed", "--gpu", "auto", "--driver",
                          "auto", "--limit", "1")
     assert code == 0, err
-    assert "note: --driver auto --gpu auto: nothing read (NVML: cannot load" in err
+    assert "note: --driver auto --gpu auto: nothing read (NVML: nvmlInit failed" in err
     lines = out.splitlines()
-    assert lines[0].startswith("Machine: nothing read: NVML: cannot load ")
+    assert lines[0].startswith("Machine: nothing read: NVML: nvmlInit failed: Driver Not Loaded")
     assert lines[0].endswith("nvidia-smi: not on PATH → as if --driver and --gpu were not given")
     assert lines[1] == "Best match for --framework deepspeed:"
     code, out, _ = run("resolve", "--framework", "deepspeed", "--gpu", "auto", "--json")
-    machine = json.loads(out)["machine"]
-    assert machine["driver"] is None and machine["source"] is None
-    assert machine["used"] == {"driver": None, "gpu": None, "gpu_arch": None}
-    assert "nvidia-smi: not on PATH" in machine["reason"] and machine["notes"]
+    found = json.loads(out)["machine"]
+    assert found["driver"] is None and found["source"] is None
+    assert found["used"] == {"driver": None, "gpu": None, "gpu_arch": None}
+    assert "nvidia-smi: not on PATH" in found["reason"] and found["notes"]
 
 
-def test_an_architecture_no_toolkit_knows_names_where_it_came_from(run, monkeypatch):
-    monkeypatch.setenv("FAKE_NVML_GPUS", "NVIDIA Future|15.0")
+def test_an_architecture_no_toolkit_knows_names_where_it_came_from(run, machine):
+    machine.env["FAKE_NVML_GPUS"] = "NVIDIA Future|15.0"
     code, _, err = run("resolve", "--framework", "deepspeed", "--gpu", "auto")
     assert code == 2
     assert "no CUDA toolkit in the matrix knows GPU architecture sm_150" in err
     assert "source: --gpu (auto, read through nvml)" in err
 
 
-def test_make_builds_the_image_for_the_gpu_read_here(machine, fixture_matrix, monkeypatch,
-                                                     tmp_path):
-    from envgen.cli.context import Context
-    from envgen.cli.main import build_parser
-    from envgen.cli.make_cmd import make_request
+IN_PROCESS = """
+import json, sys
+from envgen.cli.context import Context
+from envgen.cli.main import build_parser
+from envgen.cli.make_cmd import make_request
+from envgen.cli.whatif_cmd import machine_changes
+from envgen.errors import UsageError
+ctx = Context(sys.argv[1])
+if sys.argv[2:] == ["nothing"]:
+    try:
+        machine_changes({"gpu": "auto"}, ctx)
+    except UsageError as exc:
+        print(json.dumps({"error": exc.message}))
+    raise SystemExit(0)
+args = build_parser().parse_args(["make", "--framework", "deepspeed", "--gpu", "auto",
+                                  "--driver", "auto", "--image", "--out", "locks"])
+req, read = make_request(args, ctx)
+changes, answer = machine_changes({"gpu": "auto", "driver": "auto", "torch": "2.9"}, ctx)
+print(json.dumps({"image_archs": list(req.image.gpu_archs), "gpu_arch": req.request.gpu_arch,
+                  "driver": req.request.driver, "source": read.read.source,
+                  "changes": changes}))
+"""
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("FAKE_NVML_GPUS", "NVIDIA Future|12.0")
-    args = build_parser().parse_args(["make", "--framework", "deepspeed", "--gpu", "auto",
-                                      "--driver", "auto", "--image", "--out", "locks"])
-    req, machine_read = make_request(args, Context(fixture_matrix))
-    assert req.image.gpu_archs == ("sm_120",)
-    assert (req.request.gpu_arch, req.request.driver) == ("sm_120", "550.54.15")
-    assert machine_read.read.source == "nvml"
+
+def test_make_and_whatif_use_what_was_read(machine, fixture_matrix, tmp_path):
+    """make --image builds the ops for the GPU read here; whatif's changes take the read
+    driver and GPU."""
+    machine.env["FAKE_NVML_GPUS"] = "NVIDIA Future|12.0"
+    proc = subprocess.run([sys.executable, "-c", IN_PROCESS, str(fixture_matrix)],
+                          env=machine.env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["image_archs"] == ["sm_120"] and got["gpu_arch"] == "sm_120"
+    assert got["driver"] == "550.54.15" and got["source"] == "nvml"
+    assert got["changes"] == {"torch": "2.9", "gpu_arch": "sm_120", "driver": "550.54.15"}
 
 
-def test_whatif_changes_from_the_machine(machine, fixture_matrix, monkeypatch):
+def test_whatif_refuses_auto_when_nothing_is_read(machine, fixture_matrix, tmp_path):
+    machine.env["FAKE_NVML_INIT"] = "9"
+    proc = subprocess.run([sys.executable, "-c", IN_PROCESS, str(fixture_matrix), "nothing"],
+                          env=machine.env, capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "read nothing on this machine" in json.loads(proc.stdout.splitlines()[-1])["error"]
+
+
+def test_whatif_releases_and_apply():
     from envgen.api._whatif import _apply, _releases
-    from envgen.cli.context import Context
-    from envgen.cli.whatif_cmd import machine_changes
 
-    ctx = Context(fixture_matrix)
-    changes, answer = machine_changes({"gpu": "auto", "driver": "auto", "torch": "2.9"}, ctx)
-    assert changes == {"torch": "2.9", "gpu": "H100", "driver": "550.54.15"}
-    assert answer.read.driver == "550.54.15"
     assert _releases({"driver": "550.54.15"}) == [(), ("cuda",), ("torch", "cuda")]
     assert _apply(Request(gpu="H100"), {"gpu_arch": "sm_120"}) == Request(gpu_arch="sm_120")
-    monkeypatch.setenv("FAKE_NVML_INIT", "9")
-    with pytest.raises(UsageError, match="read nothing on this machine"):
-        machine_changes({"gpu": "auto"}, ctx)
 
 
-def test_auto_through_a_real_process(machine, fixture_matrix, tmp_path):
-    """The variable reaches a separate envgen process; its exit code and streams are real."""
-    env = {**os.environ, "ENVGEN_MATRIX_DIR": str(fixture_matrix),
-           "FAKE_NVML_GPUS": "Tesla V100-SXM2-16GB|7.0", "FAKE_NVML_DRIVER": "470.82.01"}
-    proc = subprocess.run([sys.executable, "-m", "envgen", "resolve", "--framework",
-                           "deepspeed", "--gpu", "auto", "--driver", "auto", "--json",
-                           "--limit", "1"], capture_output=True, text=True, env=env,
-                          timeout=120, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr
-    doc = json.loads(proc.stdout)
+def test_auto_through_a_real_process(run, machine):
+    """The read values reach the resolver; its exit code and streams are real."""
+    machine.env.update({"FAKE_NVML_GPUS": "Tesla V100-SXM2-16GB|7.0",
+                        "FAKE_NVML_DRIVER": "470.82.01"})
+    code, out, err = run("resolve", "--framework", "deepspeed", "--gpu", "auto", "--driver",
+                         "auto", "--json", "--limit", "1")
+    assert code == 0, err
+    doc = json.loads(out)
     assert doc["request"]["gpu"] == "V100" and doc["machine"]["driver"] == "470.82.01"
 
 
@@ -451,7 +517,7 @@ def test_whatif_a_lock_on_this_machines_older_driver(make_args, libs, tmp_path):
     assert made.returncode == 0, made.stderr
     lock_dir = json.loads(made.stdout)["directory"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_NVML_")}
-    env.update({machine_gpus.LIBRARY_VAR: str(libs["nvml"]), "FAKE_NVML_GPUS": H100,
+    env.update({"LD_LIBRARY_PATH": str(libs["nvml"]), "FAKE_NVML_GPUS": H100,
                 "FAKE_NVML_DRIVER": "550.54.15"})
     matrix = make_args[make_args.index("--matrix-dir") + 1]
     proc = run_envgen("--matrix-dir", matrix, "whatif", "--lock", lock_dir, "--gpu", "auto",
