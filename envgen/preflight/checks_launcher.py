@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from envgen.doctor.findings import Finding
@@ -162,13 +163,19 @@ def view_finding(catalog, view, *, exported: Mapping[str, str], master: str | No
              for k, v in sorted(exported.items())]
     said = "; ".join(items) if items else "nothing"
     files = ", ".join(view.files) if view.files else f"no {catalog.deepspeed_env_file} found"
+    rule = catalog.launchers.get(view.id) if view.id else None
+    if rule is not None and "deepspeed" not in rule.forwards and not view.files:
+        files = ""  # a launcher that does not read .deepspeed_env
     where = f"; master address {master} ({master_said})" if master else ""
     more = "".join(f"; {part}" for part in (
         f"the ranks start in {view.session}" if view.session else "",
         f"they read their rank from {', '.join(view.rank_vars)}" if view.rank_vars else "",
         *view.notes) if part)
-    return catalog.finding(
+    found = catalog.finding(
         "launcher-view",
-        f"{view.launcher or 'the launch'} exports to every rank: {said} [{files}]{where}{more}; "
-        "the checks and the collective below ran with exactly these",
+        f"{view.launcher or 'the launch'} exports to every rank: {said}"
+        + (f" [{files}]" if files else "") + f"{where}{more}; the checks and the collective "
+        "below ran with exactly these",
         view.to_dict() | {"exported": dict(exported)}, "", None)
+    # the launcher's own record is the rule this view follows (the kind cites DeepSpeed's)
+    return replace(found, source=rule.source) if rule is not None else found

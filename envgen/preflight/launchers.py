@@ -133,8 +133,8 @@ def master_choice(rule: LauncherRule, *, first: str, first_facts: dict | None,
         if pet_addr:
             return pet_addr, port, f"PET_MASTER_ADDR={pet_addr}; {said_port}", None
         default = rule.default_master_addr or "127.0.0.1"
-        why = ("no --master-addr" + (f" (MASTER_ADDR={master_addr} in this shell is not read "
-                                     "by torchrun)" if master_from == "MASTER_ADDR" else ""))
+        why = ("no --master-addr" + (f"; MASTER_ADDR={master_addr} in this shell is not read "
+                                     "by torchrun" if master_from == "MASTER_ADDR" else ""))
         return default, port, f"torchrun's default {default}: {why}; {said_port}", why
     if "MASTER_ADDR" in exported:  # first-node: the launcher passes the caller's
         return exported["MASTER_ADDR"], port, (f"MASTER_ADDR={exported['MASTER_ADDR']}, "

@@ -170,6 +170,7 @@ class Running:
             _kill(self.proc)
         for t in self._threads:
             t.join(timeout=5)
+        self.close_input()  # a held program's input, open until now
         return Outcome(self.node, None if timed_out else self.proc.returncode,
                        "".join(self._out), "".join(self._err),
                        time.monotonic() - self.started, timed_out)
@@ -200,6 +201,7 @@ class Running:
         """Kill it and its process group now, if it still runs (an interrupt, a deadline)."""
         if self.proc is not None and self.proc.poll() is None:
             _kill(self.proc)
+        self.close_input()
 
 
 def _kill(proc: subprocess.Popen) -> None:

@@ -301,6 +301,8 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
         st.collective = run_checked(catalog, job, options, runners, names, status, snaps,
                                     master_addr, st.mode, findings, exported, progress,
                                     port=port, warm=st.warm)
+        for running in st.warm.values():  # ended when used; those the collective skipped end
+            running.stop()
         st.warm = {}
         st.lap("collective")
         if st.collective is not None and not st.collective.ok:

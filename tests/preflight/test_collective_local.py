@@ -99,3 +99,27 @@ def test_a_rank_that_never_starts_is_named_within_the_timeout(torch_python, tmp_
     assert r2.stage_reached == "none" and r2.timed_out and r2.failed_stage == "launch"
     assert result.summary == ("gloo: rank 2 (node2) never reached the rendezvous; "
                               "ranks 0 (node0), 1 (node1) waited")
+
+
+@pytest.mark.integration
+def test_ranks_started_ahead_import_torch_then_take_their_arguments(torch_python):
+    """prewarm: each rank imports torch (with the launch's variables) and says so, then waits;
+    run_collective gives it its arguments on standard input and the job is the same real one.
+    A rank started ahead and not used ends when its input closes."""
+    from envgen.preflight.collective import prewarm
+
+    runners = [LocalRunner(f"node{i}", torch_python) for i in range(3)]
+    warm = prewarm(runners, env={"GLOO_SOCKET_IFNAME": "lo"})
+    assert all(w.first_json(120) == {"event": "ready", "ok": True} for w in warm.values())
+    result = run_collective(runners, master_addr="127.0.0.1", master_port=free_port(),
+                            backend="gloo", timeout=60, size_mb=1, iters=1, warm=warm)
+    assert result.ok, result.to_dict()
+    assert [r.stage_reached for r in result.ranks] == ["bandwidth"] * 3
+    # the rendezvous and all_reduce alone: torch was imported before the arguments came
+    assert result.seconds < 20, result.seconds
+
+    spare = prewarm(runners[:1])["node0"]
+    assert spare.first_json(120)["event"] == "ready"
+    spare.close_input()
+    outcome = spare.wait(30)
+    assert outcome.rc == 0 and not outcome.timed_out

@@ -304,3 +304,70 @@ def test_an_interrupted_preflight_shows_the_findings_so_far(catalog):
     text = render(result)
     assert "interrupted during the collective: the findings so far" in text
     assert "node1: /dev/shm is 64.0 MiB" in text
+
+
+# ---------------------------------------------------------------- the other launchers
+
+
+def test_a_module_the_launchers_ranks_import_is_missing(catalog):
+    from types import SimpleNamespace
+
+    from envgen.preflight.launchers import needs_findings
+
+    snaps = {"node0": SimpleNamespace(packages={"torch": "2.13.0", "mpi4py": "4.0.1"}),
+             "node1": SimpleNamespace(packages={"torch": "2.13.0"})}
+    [f] = needs_findings(catalog, catalog.launcher("deepspeed-openmpi"), snaps)
+    assert f.kind == "launcher-needs" and f.severity == "error"
+    assert f.evidence["nodes"] == ["node1"] and "No module named 'mpi4py'" in f.summary
+    assert needs_findings(catalog, catalog.launcher("deepspeed"), snaps) == []  # pdsh: none
+
+
+def test_an_interface_the_launcher_pins_mpi_to_is_missing(catalog, cluster):
+    from envgen.preflight.launchers import interface_findings
+
+    cluster["node2"]["interfaces"]["ens5"] = cluster["node2"]["interfaces"].pop("eth0")
+    [f] = interface_findings(catalog, catalog.launcher("deepspeed-openmpi"), cluster)
+    assert f.kind == "launcher-interface" and f.evidence["nodes"] == ["node2"]
+    assert f.evidence["have"] == ["ens5"] and "eth0" in f.summary
+    assert "btl_tcp_if_include" in f.fix
+    assert interface_findings(catalog, catalog.launcher("mpirun"), cluster) == []
+
+
+@pytest.mark.parametrize("launcher, words", [
+    ("mpirun", "`mpirun -x NCCL_DEBUG ...`"),
+    ("torchrun", "`NCCL_DEBUG=INFO torchrun ...`"),
+])
+def test_a_variable_the_launcher_leaves_behind_says_how_to_pass_it(catalog, launcher, words):
+    [f] = checks_launcher.not_carried(catalog, catalog.launcher(launcher), {"NCCL_DEBUG": "INFO"})
+    assert f.kind == "env-not-forwarded" and words in f.fix
+    assert "no rank will have it" in f.summary
+
+
+def test_the_view_finding_says_where_the_ranks_start_and_read_their_rank(catalog, tmp_path):
+    from envgen.preflight.launchers import launcher_view, with_master
+
+    rule = catalog.launcher("srun")
+    v = launcher_view(catalog, rule, {"NCCL_DEBUG": "INFO", "HOME": "/root"}, cwd=tmp_path,
+                      home=tmp_path)
+    v = with_master(v, "node0", "node0, the first host", 29500)
+    f = checks_launcher.view_finding(catalog, v, exported=v.exports, master="node0",
+                                     master_said="node0, the first host")
+    assert "NCCL_DEBUG=INFO" in f.summary and "HOME" not in f.summary
+    assert "the caller's environment, PATH included" in f.summary
+    assert "SLURM_PROCID" in f.summary and "1 more variables" in f.summary
+    assert f.evidence["id"] == "srun" and f.evidence["master_port"] == 29500
+
+
+def test_an_unknown_launcher_or_export_is_a_usage_error(fixture_matrix):
+    from envgen.api import PreflightRequest, preflight
+    from envgen.errors import UsageError
+    from envgen.facts.matrix import Matrix
+
+    matrix = Matrix(fixture_matrix)
+    with pytest.raises(UsageError) as bad:
+        preflight(PreflightRequest(hosts="a,b", launcher="pdsh2", environ={}), matrix=matrix)
+    assert bad.value.source == "--launcher" and "torchrun" in bad.value.hint
+    with pytest.raises(UsageError) as bad:
+        preflight(PreflightRequest(hosts="a,b", launcher="mpirun", exports=("1X=2",),
+                                   environ={}), matrix=matrix)
+    assert bad.value.source == "--export"

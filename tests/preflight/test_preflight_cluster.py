@@ -100,6 +100,21 @@ def test_healthy_cluster_passes(cluster):
     rows = {r["field"]: r for r in doc["table"]}
     assert rows["torch"]["values"] == {n: "2.13.0+cpu" for n in ("node0", "node1", "node2")}
     assert not any(r["differs"] for r in doc["table"])
+    # one shared SSH connection a node, ended with the run, its socket folder removed; no rank
+    # started ahead is left waiting on any node
+    assert cluster.sh("node0", "pgrep -f 'ControlMaste[r]=yes'")[0] == 1
+    assert cluster.sh("node0", "ls -d /tmp/envgen-ssh-*")[0] != 0
+    _none_left(cluster, "-[-]hold")
+
+
+def _none_left(c: Cluster, pattern: str, seconds: float = 15) -> None:
+    """No process matching ``pattern`` (pgrep -f) on any node, within ``seconds`` (a program
+    whose ssh was ended notices within its watch's half second)."""
+    for node in c.nodes:
+        deadline = time.monotonic() + seconds
+        while c.sh(node, f"pgrep -f -- '{pattern}'")[0] == 0:
+            assert time.monotonic() < deadline, f"{pattern} still runs on {node}"
+            time.sleep(0.3)
 
 
 def test_a_node_with_another_torch_and_a_tiny_shm(images):
@@ -352,6 +367,7 @@ def test_the_launchers_view_of_a_hostfile_job(cluster):
     skipped = finding(doc, "check-skipped")
     assert "ifname-missing" in skipped["summary"] and doc["collective"] is None
     assert took < 60, took
+    _none_left(c, "-[-]hold")  # the ranks started ahead end with the skipped collective
 
 
 def test_the_etc_hosts_loopback_traps(cluster):
