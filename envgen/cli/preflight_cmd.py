@@ -26,6 +26,8 @@ examples:
   envgen preflight --hosts node[01-04] --master-port 29600 --json
   GLOO_SOCKET_IFNAME=ib0 envgen preflight --hostfile hostfile --python /opt/env/bin/python
   srun --ntasks-per-node=1 envgen preflight --local     # every node of a Slurm step, no SSH
+  envgen preflight --hosts node[01-04] --launcher torchrun --master-addr node01
+  envgen preflight --hostfile hostfile --launcher mpirun --export NCCL_DEBUG
 
 The checks, in order (a check is skipped only where an earlier failure makes it impossible,
 and says so): every host resolves, from the launching node and from every node, to the same
@@ -44,9 +46,14 @@ collective run with what the runner exports, names and values: this shell's NCCL
 UCX*, MV2*, MLFLOW* variables and the lines of ~/.deepspeed_env and ./.deepspeed_env
 (DS_ENV_FILE), at the master address it picks (the first word of `hostname -I` on the first
 host, unless MASTER_ADDR / --master-addr is given), and the PATH a non-interactive SSH session
-gets on each node is checked for the environment's bin folder; otherwise NCCL_*, GLOO_*,
-TORCH_NCCL_* and TP_SOCKET_IFNAME of this shell and the lines of a .deepspeed_env are exported
-to every node.
+gets on each node is checked for the environment's bin folder. --launcher names another
+launcher (deepspeed-openmpi, deepspeed-mvapich, deepspeed-slurm, torchrun, srun, mpirun): the
+checks and the collective then run with what that one exports (torchrun: nothing from here;
+srun: the caller's environment; mpirun: -x NAME, given with --export, and OMPI_*) at the master
+and port it uses (torchrun: its --master-addr, 127.0.0.1 without one; DeepSpeed's MPI modes:
+rank 0's `hostname -I`, port 29500). With neither, NCCL_*, GLOO_*, TORCH_NCCL_* and
+TP_SOCKET_IFNAME of this shell and the lines of a .deepspeed_env are exported to every node.
+The SSH steps of a node share one connection (ControlMaster, ended with the run).
 
 time limits: the name lookups take at most --connect-timeout in all (16 to 256 at a time, more
 for more nodes); each remote step at most its limit per node and twice that on all nodes

@@ -80,6 +80,7 @@ class LauncherRule:
     interfaces: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
     rank_vars: tuple[str, ...] = ()
+    interpreter: str = ""  # the Python or program the ranks start with
     note: str = ""
 
 
@@ -319,7 +320,8 @@ def _launchers(path: Path, doc: dict) -> dict[str, LauncherRule]:
             adds=dict(row.get("adds", {})), adds_unless_set=row.get("adds_unless_set", False),
             adds_when_several=dict(row.get("adds_when_several", {})),
             default_master_addr=row.get("default_master_addr"),
-            fixed_port=row.get("fixed_port"), note=row.get("note", ""), **tuples)
+            fixed_port=row.get("fixed_port"), note=row.get("note", ""),
+            interpreter=row.get("interpreter", ""), **tuples)
     return out
 
 

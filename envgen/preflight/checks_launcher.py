@@ -169,6 +169,7 @@ def view_finding(catalog, view, *, exported: Mapping[str, str], master: str | No
     where = f"; master address {master} ({master_said})" if master else ""
     more = "".join(f"; {part}" for part in (
         f"the ranks start in {view.session}" if view.session else "",
+        f"their interpreter: {view.interpreter}" if view.interpreter else "",
         f"they read their rank from {', '.join(view.rank_vars)}" if view.rank_vars else "",
         *view.notes) if part)
     found = catalog.finding(

@@ -87,7 +87,8 @@ def launcher_view(catalog, rule: LauncherRule, environ: Mapping[str, str], *, cw
     session = ("each node's non-interactive SSH session (no login shell)"
                if rule.session == "ssh" else "the caller's environment, PATH included")
     return LauncherView(rule.name, exports, origins, files, lines, id=rule.id,
-                        session=session, rank_vars=rule.rank_vars, notes=tuple(notes))
+                        session=session, rank_vars=rule.rank_vars, notes=tuple(notes),
+                        interpreter=rule.interpreter or None)
 
 
 def launch_port(rule: LauncherRule, *, port: int, port_from: str,

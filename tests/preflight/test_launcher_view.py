@@ -354,6 +354,7 @@ def test_the_view_finding_says_where_the_ranks_start_and_read_their_rank(catalog
                                      master_said="node0, the first host")
     assert "NCCL_DEBUG=INFO" in f.summary and "HOME" not in f.summary
     assert "the caller's environment, PATH included" in f.summary
+    assert "looked up on the caller's PATH" in f.summary  # the interpreter, as srun(1) says
     assert "SLURM_PROCID" in f.summary and "1 more variables" in f.summary
     assert f.evidence["id"] == "srun" and f.evidence["master_port"] == 29500
 
