@@ -29,7 +29,9 @@ from collections.abc import Sequence
 
 from envgen.proc import kill, popen
 
-__all__ = ["Multiplex", "shares"]
+__all__ = ["SETTLE", "Multiplex", "shares"]
+
+SETTLE = 3.0  # seconds the masters get to come up before the steps start without the late ones
 
 
 def shares(ssh: str) -> bool:
@@ -48,9 +50,11 @@ class Multiplex:
         self.masters: dict[str, subprocess.Popen] = {}
         self.paths: dict[str, str] = {}  # node → its socket, for the nodes whose master is up
 
-    def open(self, nodes: Sequence[str]) -> dict[str, str]:
+    def open(self, nodes: Sequence[str], settle: float = SETTLE) -> dict[str, str]:
         """Start a master for every node at once and wait until each one's socket is there, its
-        ssh has ended (it could not connect) or its time is up (ConnectTimeout + 5 s); node →
+        ssh has ended (it could not connect) or ``settle`` seconds have passed (at most
+        ConnectTimeout + 5 s): a node still connecting then (down, or slow to answer) is left to
+        its steps' own connections, so it costs its connect time once, not twice; node →
         socket path for the nodes that have one."""
         wanted: dict[str, str] = {}
         for i, node in enumerate(nodes):
@@ -66,7 +70,7 @@ class Multiplex:
             except OSError:
                 continue
             wanted[node] = path
-        deadline = time.monotonic() + self.connect_timeout + 5
+        deadline = time.monotonic() + min(settle, self.connect_timeout + 5)
         waiting = dict(wanted)
         while waiting and time.monotonic() < deadline:
             for node, path in list(waiting.items()):
