@@ -81,6 +81,7 @@ class LauncherRule:
     needs: tuple[str, ...] = ()
     rank_vars: tuple[str, ...] = ()
     interpreter: str = ""  # the Python or program the ranks start with
+    read_in: tuple[str, str] | None = None  # (package, version) whose code the record was read in
     note: str = ""
 
 
@@ -321,7 +322,9 @@ def _launchers(path: Path, doc: dict) -> dict[str, LauncherRule]:
             adds_when_several=dict(row.get("adds_when_several", {})),
             default_master_addr=row.get("default_master_addr"),
             fixed_port=row.get("fixed_port"), note=row.get("note", ""),
-            interpreter=row.get("interpreter", ""), **tuples)
+            interpreter=row.get("interpreter", ""),
+            read_in=(row["read_in"]["package"], row["read_in"]["version"])
+            if "read_in" in row else None, **tuples)
     return out
 
 

@@ -30,7 +30,7 @@ from envgen.preflight.catalog import LauncherRule
 from envgen.preflight.launcher_view import LauncherView, deepspeed_view, master_from
 
 __all__ = ["RELEVANT", "interface_findings", "launch_port", "launcher_view", "master_choice",
-           "needs_findings", "with_master"]
+           "needs_findings", "version_notes", "with_master"]
 
 # what of a caller's whole environment (srun --export=ALL) bears on a rank's start and network:
 # shown, and exported to the preflight's programs; the rest travels with srun but is not shown
@@ -151,6 +151,25 @@ def master_from_facts(facts: dict | None) -> tuple[str | None, str]:
 
 def with_master(view: LauncherView, addr: str | None, said: str, port: int) -> LauncherView:
     return replace(view, master_addr=addr, master_from=said, master_port=port)
+
+
+def version_notes(rule: LauncherRule, snaps: Mapping[str, Any]) -> tuple[str, ...]:
+    """A note when nodes have another version of the package whose code ``rule`` was read in
+    (its release, without a local label such as +cpu), naming them."""
+    if rule.read_in is None:
+        return ()
+    package, version = rule.read_in
+    other: dict[str, list[str]] = {}
+    for node, snap in sorted(snaps.items()):
+        packages = getattr(snap, "packages", None)
+        have = (packages or {}).get(package) if isinstance(packages, dict) else None
+        if package == "torch" and isinstance(getattr(snap, "torch", None), str):
+            have = snap.torch
+        if isinstance(have, str) and have.split("+", 1)[0] != version:
+            other.setdefault(have, []).append(node)
+    return tuple(f"what {rule.id} does was read in {package} {version}'s code; "
+                 f"{', '.join(nodes)} {'has' if len(nodes) == 1 else 'have'} {have}, whose "
+                 "launcher may differ" for have, nodes in other.items())
 
 
 def needs_findings(catalog, rule: LauncherRule, snaps: Mapping[str, Any]) -> list[Finding]:

@@ -33,6 +33,7 @@ from envgen.preflight.launchers import (
     launcher_view,
     master_choice,
     needs_findings,
+    version_notes,
     with_master,
 )
 from envgen.preflight.mux import Multiplex, shares
@@ -234,6 +235,7 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
     if st.rule is not None and multi:
         findings += needs_findings(catalog, st.rule, snaps)
         findings += interface_findings(catalog, st.rule, facts)
+        st.view = replace(st.view, notes=st.view.notes + version_notes(st.rule, snaps))
     st.lap("same environment")
 
     st.step = "network settings"

@@ -372,3 +372,18 @@ def test_an_unknown_launcher_or_export_is_a_usage_error(fixture_matrix):
         preflight(PreflightRequest(hosts="a,b", launcher="mpirun", exports=("1X=2",),
                                    environ={}), matrix=matrix)
     assert bad.value.source == "--export"
+
+
+def test_nodes_with_another_version_than_the_record_was_read_in_are_named(catalog):
+    from types import SimpleNamespace
+
+    from envgen.preflight.launchers import version_notes
+
+    snaps = {"node0": SimpleNamespace(packages={"deepspeed": "0.19.8"}, torch="2.13.0+cpu"),
+             "node1": SimpleNamespace(packages={"deepspeed": "0.18.2"}, torch="2.14.1"),
+             "node2": SimpleNamespace(packages={"deepspeed": "0.18.2"}, torch="2.13.0")}
+    [ds] = version_notes(catalog.launcher("deepspeed-openmpi"), snaps)
+    assert "deepspeed 0.19.8's code" in ds and "node1, node2 have 0.18.2" in ds
+    [tr] = version_notes(catalog.launcher("torchrun"), snaps)
+    assert "torch 2.13.0's code" in tr and "node1 has 2.14.1" in tr  # +cpu is the same release
+    assert version_notes(catalog.launcher("srun"), snaps) == ()  # not a Python package
