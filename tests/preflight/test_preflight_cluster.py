@@ -29,15 +29,19 @@ the launching node, over real SSH, exactly as a user runs it before `deepspeed -
     two networks                       node0's second network first in      master-unreachable,
                                        its `hostname -I`                    node1 and node2
     Ctrl-C                             SIGINT during the all_reduce         exit 130 in 2 s
+    torchrun (--launcher torchrun)     a real torchrun on every node,       the view's master,
+                                       with and without --master-addr       port and variables are
+                                                                            its workers';
+                                                                            launcher-master-loopback
 
 Each run is checked for its exit code, the finding's kind and node, and that the other nodes
 were still checked; ranks the preflight gave up on must end with it (MASTER_PORT left free).
 Needs root and dockerd (tests/support/docker-up.sh); skipped without them unless
 ENVGEN_REQUIRE_DOCKER=1. Costs on a 2-core machine: images ~30 s warm over the
-broken-environment tests' layers, each preflight 9-15 s (20-37 s when the machine is loaded),
-the module about 5-10 minutes; the six issue-43 tests add about 90 s (load ~2: 10.6 + 10.2 +
-19.2 + 11.5 s, high ports 37 s) to 150 s (load ~5), plus the pairwise trace in the blocked-port
-test.
+broken-environment tests' layers, each preflight 6-10 s (one SSH connection a node, the ranks
+started ahead), the module 4 min 29 s on 2026-11-29 (19 tests, load ~4), of which the two
+torchrun tests about 40 s (three real torchrun launches each, one waiting out its 15 s
+rendezvous timeout).
 """
 
 from __future__ import annotations
