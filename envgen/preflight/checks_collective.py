@@ -45,10 +45,12 @@ def run_checked(catalog, job: Job, options: Options, runners: dict[str, Runner],
                 names: list[str], status: dict[str, str], snaps: dict, master_addr: str,
                 mode: str, findings: list[Finding], exported: dict[str, str],
                 progress: Callable[[str], None], *, port: int | None = None,
-                warm: dict[str, Any] | None = None) -> Any:
-    """The all_reduce across ``names`` at ``master_addr``:``port`` (the job's port when None)
-    with the launcher's variables, or None with a check-skipped finding saying why not;
-    ``warm``: node → its rank started ahead (collective.prewarm), used instead of a new one."""
+                warm: dict[str, Any] | None = None, no_master: bool = False) -> Any:
+    """The all_reduce across ``names`` (the first is rank 0, which hosts the store: the master
+    node) at ``master_addr``:``port`` (the job's port when None) with the launcher's variables,
+    or None with a check-skipped finding saying why not; ``warm``: node → its rank started
+    ahead (collective.prewarm), used instead of a new one; ``no_master``: the master address is
+    none of the nodes'."""
     from envgen.preflight.collective import run_collective
 
     if options.local:
@@ -65,7 +67,10 @@ def run_checked(catalog, job: Job, options: Options, runners: dict[str, Runner],
     no_torch = [n for n in names if n in snaps and (
         not snaps[n].torch or (snaps[n].import_errors or {}).get("torch"))]
     why, because = None, None
-    if left_out:
+    if no_master:
+        why = (f"the master address {master_addr} is none of the nodes': no rank would host "
+               "the rendezvous store there")
+    elif left_out:
         why = f"{', '.join(left_out)} could not be checked"
     elif no_torch:
         why = f"torch does not import on {', '.join(no_torch)}"

@@ -100,6 +100,9 @@ def launch_port(rule: LauncherRule, *, port: int, port_from: str,
         if port != rule.fixed_port and port_from != "default":
             said += f" (the {port} given here does not reach them)"
         return rule.fixed_port, said
+    endpoint = _static_endpoint(rule, environ)
+    if endpoint is not None:
+        return endpoint[1], f"port {endpoint[1]} (PET_RDZV_ENDPOINT)"
     if rule.master == "option" and port_from != "--master-port":
         pet = environ.get("PET_MASTER_PORT", "")
         if pet.isdigit():
@@ -128,7 +131,17 @@ def master_choice(rule: LauncherRule, *, first: str, first_facts: dict | None,
             return None, port, f"{how}: {said}", said
         return addr, port, f"{how}: {said}; {said_port}", None
     if rule.master == "option":
+        endpoint = _static_endpoint(rule, environ)
+        if endpoint is not None:  # get_rdzv_endpoint: an endpoint given wins over the master
+            return endpoint[0], port, (f"PET_RDZV_ENDPOINT={environ['PET_RDZV_ENDPOINT']} "
+                                       f"(static rendezvous); {said_port}"), None
         pet_addr = environ.get("PET_MASTER_ADDR")
+        backend = environ.get("PET_RDZV_BACKEND", "static")
+        if backend != "static":  # the workers get the rank-0 node's FQDN and a free port
+            return master_addr, port, (f"PET_RDZV_BACKEND={backend}: the workers' MASTER_ADDR "
+                                       "is the FQDN of the node that gets rank 0 and their port "
+                                       "a free one (not modelled: the check used "
+                                       f"{master_addr}:{port})"), None
         if master_from == "--master-addr":
             return master_addr, port, f"--master-addr {master_addr}; {said_port}", None
         if pet_addr:
@@ -143,6 +156,19 @@ def master_choice(rule: LauncherRule, *, first: str, first_facts: dict | None,
     return master_addr, port, (f"{master_addr}, the first host ({rule.id} sets no MASTER_ADDR: "
                                f"the job's script takes the first host by convention); "
                                f"{said_port}"), None
+
+
+def _static_endpoint(rule: LauncherRule, environ: Mapping[str, str]) -> tuple[str, int] | None:
+    """torchrun's rendezvous endpoint from PET_RDZV_ENDPOINT under the static backend (its
+    default; PET_RDZV_BACKEND): (host, port) as parse_rendezvous_endpoint splits it at the last
+    ':' ([...] for IPv6); None when none is set, the backend is another or it has no port."""
+    if rule.master != "option" or environ.get("PET_RDZV_BACKEND", "static") != "static":
+        return None
+    text = environ.get("PET_RDZV_ENDPOINT", "").strip()
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return None
+    return host.strip("[]"), int(port)
 
 
 def master_from_facts(facts: dict | None) -> tuple[str | None, str]:

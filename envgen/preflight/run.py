@@ -102,7 +102,9 @@ def _exports(st: State, catalog) -> dict[str, str]:
         launcher = "deepspeed"
     if launcher != "auto":
         st.rule = catalog.launcher(launcher)
-        several = any((n.slots or 1) > 1 for n in st.job.nodes)
+        nproc = options.environ.get("PET_NPROC_PER_NODE", "")  # torchrun's --nproc-per-node
+        several = any((n.slots or 1) > 1 for n in st.job.nodes) or (
+            nproc.isdigit() and int(nproc) > 1)
         st.view = launcher_view(catalog, st.rule, options.environ, cwd=cwd, home=home,
                                 listed=options.listed, several=several)
         exported = {**st.view.exports, **asked}
@@ -300,9 +302,13 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
 
     if options.collective:
         st.step = "the collective"
-        st.collective = run_checked(catalog, job, options, runners, names, status, snaps,
+        # rank 0 hosts the rendezvous store at the master address, as the launchers start it
+        # there (node rank 0 on the master): the master node's rank first
+        ranked = [master, *[n for n in names if n != master]] if master in names else names
+        st.collective = run_checked(catalog, job, options, runners, ranked, status, snaps,
                                     master_addr, st.mode, findings, exported, progress,
-                                    port=port, warm=st.warm)
+                                    port=port, warm=st.warm,
+                                    no_master=master is None and not options.local)
         for running in st.warm.values():  # ended when used; those the collective skipped end
             running.stop()
         st.warm = {}

@@ -198,17 +198,22 @@ def _torchrun_parser(monkeypatch, environ: dict[str, str]) -> argparse.ArgumentP
     util: dict = {}
     exec((HERE / "torch-2.13.0-argparse_util.py").read_text(), util)
     parser = argparse.ArgumentParser()
-    code = textwrap.dedent((HERE / "torch-2.13.0-run-L628-L647.py").read_text())
-    exec(code.replace("action=env", "action=util_env"),
-         {"parser": parser, "util_env": util["env"]})
+    for name in ("torch-2.13.0-run-L445-L460.py", "torch-2.13.0-run-L628-L647.py"):
+        code = textwrap.dedent((HERE / name).read_text())
+        exec(code.replace("action=env", "action=util_env"),
+             {"parser": parser, "util_env": util["env"]})
     return parser
 
 
-def _torchrun_master(parser) -> tuple[str, int]:
-    args = parser.parse_args([])
-    if args.master_port is None:  # run.py L1014-L1016
+def _torchrun_endpoint(args: argparse.Namespace) -> tuple[str, int]:
+    """The static rendezvous endpoint torchrun uses, by its own get_rdzv_endpoint (run.py
+    L790-L793) after run() defaults the port (L1014-L1016), split at the last ':'."""
+    scope: dict = {}
+    exec((HERE / "torch-2.13.0-run-L790-L793.py").read_text(), scope)
+    if args.master_port is None:
         args.master_port = 29500
-    return args.master_addr, args.master_port
+    host, _, port = scope["get_rdzv_endpoint"](args).rpartition(":")
+    return host, int(port)
 
 
 @pytest.mark.parametrize("environ, given", [
@@ -216,12 +221,12 @@ def _torchrun_master(parser) -> tuple[str, int]:
     ({"MASTER_ADDR": "node0", "MASTER_PORT": "29601"}, {}),  # not read by torchrun
     ({"PET_MASTER_ADDR": "node7", "PET_MASTER_PORT": "29602"}, {}),
     ({}, {"--master-addr": "node0"}),
+    ({"PET_RDZV_ENDPOINT": "node5:29700"}, {"--master-addr": "node0"}),  # the endpoint wins
 ])
 def test_torchrun_picks_the_master_as_its_own_parser_does(catalog, monkeypatch, environ, given):
     parser = _torchrun_parser(monkeypatch, environ)
     argv = [w for kv in given.items() for w in kv]
-    args = parser.parse_args(argv)
-    want = (args.master_addr, 29500 if args.master_port is None else args.master_port)
+    want = _torchrun_endpoint(parser.parse_args(argv))
     rule = catalog.launcher("torchrun")
     master_from = ("--master-addr" if given else
                    "MASTER_ADDR" if "MASTER_ADDR" in environ else "first node")

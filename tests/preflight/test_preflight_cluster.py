@@ -533,3 +533,13 @@ def test_torchrun_without_a_master_address_fails_and_is_named(cluster):
     assert "--master-addr node0" in loop["fix"]
     assert doc["collective"] is None
     assert "launcher-master-loopback" in finding(doc, "check-skipped")["summary"]
+
+
+def test_a_master_that_is_not_the_first_node_hosts_rank_0(cluster):
+    """--master-addr node2 (the launchers start node rank 0 there): the collective's rank 0,
+    which hosts the rendezvous store, runs on node2 — the job passes, it does not hang."""
+    rc, doc = run(cluster, *HOSTS, "--master-addr", "node2", "--launcher", "torchrun")
+    assert rc == 0, doc["findings"]
+    assert doc["master"] == "node2" and doc["launcher"]["master_addr"] == "node2"
+    rank0 = doc["collective"]["ranks"][0]
+    assert (rank0["rank"], rank0["node"]) == (0, "node2")
