@@ -151,9 +151,13 @@ def _master(st: State, catalog, names: list[str], exported: dict[str, str],
                 "master-unreachable",
                 f"{rule.name} cannot pick a master address: it takes the first word of "
                 f"`hostname -I` on {first}, which gave: {why}",
-                {"node": first, "hostname_i": facts[first].get("hostname_i")},
+                {"node": first, "hostname_i": facts[first].get("hostname_i"),
+                 "launcher": rule.id},
                 "pass the master's address to the launcher: `deepspeed --master_addr ADDR "
-                "...` (and --master-addr ADDR here)", ssh(first, "hostname", "-I")))
+                "...` (and --master-addr ADDR here)" if rule.master == "hostname-i" else
+                f"give {first} an address `hostname -I` prints (the ranks find their master "
+                "there themselves: --master_addr does not reach them)",
+                ssh(first, "hostname", "-I")))
         return master_addr, port, None, ()
     candidates = ()
     if rule.master in ("hostname-i", "rank0-hostname-i"):
