@@ -130,6 +130,8 @@ def master_choice(rule: LauncherRule, *, first: str, first_facts: dict | None,
         if addr is None:
             return None, port, f"{how}: {said}", said
         return addr, port, f"{how}: {said}; {said_port}", None
+    if rule.master == "hostname-i":  # given: the runner passes --master_addr to every node
+        return master_addr, port, f"{master_from}; {said_port}", None
     if rule.master == "option":
         endpoint = _static_endpoint(rule, environ)
         if endpoint is not None:  # get_rdzv_endpoint: an endpoint given wins over the master
@@ -153,9 +155,9 @@ def master_choice(rule: LauncherRule, *, first: str, first_facts: dict | None,
     if "MASTER_ADDR" in exported:  # first-node: the launcher passes the caller's
         return exported["MASTER_ADDR"], port, (f"MASTER_ADDR={exported['MASTER_ADDR']}, "
                                                f"passed by the launcher; {said_port}"), None
-    return master_addr, port, (f"{master_addr}, the first host ({rule.id} sets no MASTER_ADDR: "
-                               f"the job's script takes the first host by convention); "
-                               f"{said_port}"), None
+    how = ("the first host" if master_from == "first node" else master_from)
+    return master_addr, port, (f"{how}: {rule.id} sets no MASTER_ADDR, the job's script takes "
+                               f"it (the first host by convention); {said_port}"), None
 
 
 def _static_endpoint(rule: LauncherRule, environ: Mapping[str, str]) -> tuple[str, int] | None:

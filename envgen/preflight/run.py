@@ -159,12 +159,11 @@ def _master(st: State, catalog, names: list[str], exported: dict[str, str],
                 "there themselves: --master_addr does not reach them)",
                 ssh(first, "hostname", "-I")))
         return master_addr, port, None, ()
-    candidates = ()
-    if rule.master in ("hostname-i", "rank0-hostname-i"):
+    if rule.master == "rank0-hostname-i" or (rule.master == "hostname-i"
+                                             and job.master_from == "first node"):
         words = (facts[first].get("hostname_i") or {}).get("stdout", "").split()
-        candidates = tuple(words[1:])
-    return addr, port, said if addr != master_addr or rule.master != "first-node" else None, \
-        candidates
+        return addr, port, said, tuple(words[1:])  # the launcher picked it: said so
+    return addr, port, None, ()
 
 
 def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
@@ -258,8 +257,8 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
         findings += checks_launcher.not_carried(catalog, st.rule, dropped)
     if st.rule is not None or st.view.files:
         findings.append(checks_launcher.view_finding(
-            catalog, st.view, exported=exported, master=master_addr if picked else None,
-            master_said=picked))
+            catalog, st.view, exported=exported, master=st.view.master_addr,
+            master_said=st.view.master_from))
     st.lap("network settings")
 
     st.step = "the master address and port"
