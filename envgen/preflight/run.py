@@ -290,7 +290,7 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
             port=port, sources=sources, timeout=options.connect_timeout + 10,
             listen_seconds=options.connect_timeout * 2 + 30, picked=picked,
             facts={n: facts[n] for n in reachable}, candidates=candidates)
-        findings += check.findings
+        findings += [_own_discovery(f, st.rule) for f in check.findings]
         for n in check.lost:
             status[n], problem[n] = "lost", "node-lost"
         if any(f.kind == "master-port-blocked" for f in check.findings):
@@ -325,6 +325,20 @@ def _preflight(st: State, catalog, facts_db, doctor_catalog, index_urls,
             st.lap("pairwise ports")
     st.step = "the end"
     return st.result()
+
+
+def _own_discovery(f: Finding, rule) -> Finding:
+    """A master address the ranks find themselves (DeepSpeed's MPI and Slurm modes: rank 0's
+    `hostname -I`) is not given with --master_addr: the fix says what moves it."""
+    if rule is None or rule.master != "rank0-hostname-i" or f.kind != "master-unreachable" \
+            or not f.evidence.get("picked"):
+        return f
+    shared = f.evidence.get("shared")
+    return replace(f, fix=(
+        "make the interface of the network the nodes share come first in `hostname -I` on the "
+        "first host (rank 0's node), where the ranks' own discovery takes the first word — "
+        f"--master_addr does not reach them under {rule.id}"
+        + (f" ({shared} is the master's address on that network)" if shared else "")))
 
 
 def _trace(catalog, runners: dict[str, Runner], nodes: list[str], port: int, what: str,

@@ -417,6 +417,10 @@ def test_a_master_address_on_a_network_the_others_lack(cluster):
         shared = c.sh("node1", "getent hosts node0", check=True)[1].split()[0]
         assert first[0] != shared and shared in first, first
         rc, doc = run(c, "--hostfile", "/root/hostfile", "--connect-timeout", "3")
+        # DeepSpeed's openmpi mode: the ranks take rank 0's `hostname -I` whatever
+        # --master_addr says; the fix moves the address, not the option
+        _, mpi = run(c, "--hostfile", "/root/hostfile", "--connect-timeout", "3",
+                     "--launcher", "deepspeed-openmpi", "--master-addr", shared)
     finally:
         harness._docker("network", "disconnect", other, c.containers["node0"], check=False)
         harness._docker("network", "rm", other, check=False)
@@ -428,6 +432,11 @@ def test_a_master_address_on_a_network_the_others_lack(cluster):
     view = finding(doc, "launcher-view")
     assert f"master address {first[0]}" in view["summary"]
     assert "master-unreachable" in finding(doc, "check-skipped")["summary"]
+    assert mpi["launcher"]["master_addr"] == first[0] and mpi["launcher"]["master_port"] == 29500
+    far = [f for f in mpi["findings"] if f["kind"] == "master-unreachable"]
+    assert {f["evidence"]["node"] for f in far} == {"node1", "node2"}, mpi["findings"]
+    assert all("first in `hostname -I`" in f["fix"] and "--master_addr does not reach them"
+               in f["fix"] for f in far), far
 
 
 def test_ctrl_c_prints_the_findings_so_far(cluster):
