@@ -39,7 +39,7 @@ were still checked; ranks the preflight gave up on must end with it (MASTER_PORT
 Needs root and dockerd (tests/support/docker-up.sh); skipped without them unless
 ENVGEN_REQUIRE_DOCKER=1. Costs on a 2-core machine: images ~30 s warm over the
 broken-environment tests' layers, each preflight 6-10 s (one SSH connection a node, the ranks
-started ahead), the module 4 min 29 s on 2026-11-29 (19 tests, load ~4), of which the two
+started ahead), the module 5 min 7 s on 2026-11-29 (20 tests, load ~4), of which the two
 torchrun tests 18 s and 46 s (three real torchrun launches each, and a preflight; the second
 waits out its 15 s rendezvous timeout).
 """
