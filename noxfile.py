@@ -39,7 +39,20 @@ def tests(session: nox.Session) -> None:
     session.install("-e", ".[test]")
     # the 25 slowest tests are listed at the end: CI keeps its run under 30 minutes by them
     default = ["-m", "not network and not cuda_toolchain and not op_compile", "--durations=25"]
-    session.run("pytest", *(session.posargs or default))
+    session.run("pytest", _basetemp(), *(session.posargs or default))
+
+
+def _basetemp() -> str:
+    """pytest's temporary folder for this checkout, emptied at each run's start: pytest's
+    default, /tmp/pytest-of-USER/pytest-N, keeps the last three runs of every session on the
+    machine (~11 GB each here) and prunes them from any other session, so two checkouts
+    testing at once deleted each other's folders mid-run. (--basetemp later in the arguments
+    wins.)"""
+    import hashlib
+    import tempfile
+
+    digest = hashlib.sha256(str(Path.cwd().resolve()).encode()).hexdigest()[:10]
+    return f"--basetemp={Path(tempfile.gettempdir()) / f'envgen-pytest-{digest}'}"
 
 
 @nox.session(python=PYTHON)
