@@ -2,10 +2,12 @@
 environment on every node, network settings, the master address and port, a real collective.
 
 Input: PreflightRequest (where the nodes come from: a DeepSpeed hostfile, a host list, Slurm's
-variables or the launcher's; how to reach them; what to run). Output: PreflightResult
-(envgen.preflight.run.Preflight). Raises UsageError (exit 2) for a node list that cannot be
-read (a hostfile's syntax error names the line), no nodes, duplicates, an interface name no
-node has, or an interpreter that is not there.
+variables or the launcher's; how to reach them; what to run; the launcher that will start the
+job — a [[launcher]] id of matrix/curated/preflight.toml — and the variables it is told to
+pass). Output: PreflightResult (envgen.preflight.result.PreflightResult). Raises UsageError
+(exit 2) for a node list that cannot be read (a hostfile's syntax error names the line), no
+nodes, duplicates, an interface name no node has, an interpreter that is not there, a launcher
+the catalog does not know or an --export that is not a variable name.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ class PreflightRequest:
 
 def preflight(request: PreflightRequest, *, matrix: Matrix | None = None,
               progress: Progress = quiet):
-    """Check the job ``request`` names; returns envgen.preflight.run.Preflight."""
+    """Check the job ``request`` names; returns envgen.preflight.result.PreflightResult."""
     from envgen.doctor.catalog import load_catalog as load_doctor_catalog
     from envgen.preflight.catalog import load_catalog
     from envgen.preflight.nodes import job_from
