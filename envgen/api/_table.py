@@ -17,8 +17,6 @@ from pathlib import Path
 
 from envgen.api.progress import Progress, quiet
 from envgen.facts.matrix import Matrix
-from envgen.results.selector import render_selector_json, selector_data
-from envgen.results.store import load_many
 from envgen.results.table import (
     REGENERATE,
     Table,
@@ -30,7 +28,6 @@ from envgen.results.table_render import (
     render_markdown,
     write_outputs,
 )
-from envgen.writelock import holding
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,12 +62,18 @@ def table(req: TableRequest, *, matrix: Matrix | None = None,
     matrix = matrix or Matrix.locate()
     if not req.write:
         return TableResult(table=load_table(matrix, req.results_dirs), request=req)
+    from envgen.writelock import holding  # (only to write: it brings socket, ctypes, shutil)
+
     with contextlib.ExitStack() as locks:  # a second table --write refuses meanwhile
         for folder in _folders(req):
             locks.enter_context(holding(folder, REGENERATE))
         built = load_table(matrix, req.results_dirs)
         extra = {}
         if req.selector_file is not None:
+            # (only here: the selector's data is built for --write alone)
+            from envgen.results.selector import render_selector_json, selector_data
+            from envgen.results.store import load_many
+
             progress("the selector's data: every feasible combination, newest patch per minor")
             doc = selector_data(matrix.facts, built, load_many(
                 matrix.results_dirs() if req.results_dirs is None else list(req.results_dirs)),
