@@ -51,8 +51,3 @@ def shell_command(request: Request) -> str:
     return " ".join(["envgen make", *(f"--{k.replace('_', '-')} {shlex.quote(str(v))}"
                                       for k, v in request.given().items())])
 
-
-def make_command(facts: Facts, **options: str | None) -> str | None:
-    """:func:`make_request`'s command line, or None."""
-    request = make_request(facts, **options)
-    return None if request is None else shell_command(request)
