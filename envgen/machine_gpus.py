@@ -60,6 +60,7 @@ class MachineGpus:
     gpus: tuple[GpuSeen, ...] = ()
     source: str | None = None  # "nvml" | "nvidia-smi"; None: nothing could be read
     reason: str | None = None
+    absent: bool = False  # nothing to ask: no NVML library and no nvidia-smi (no driver here)
 
     @property
     def known(self) -> bool:
@@ -109,7 +110,8 @@ def read(*, timeout: float | None = None) -> MachineGpus:
     smi = read_nvidia_smi(timeout=seconds)
     if smi.known:
         return smi
-    return MachineGpus(driver=None, reason=f"{nvml.reason}; {smi.reason}")
+    return MachineGpus(driver=None, reason=f"{nvml.reason}; {smi.reason}",
+                       absent=nvml.absent and smi.absent)
 
 
 def _within(reader: Callable[[], MachineGpus], seconds: float, what: str
@@ -139,13 +141,17 @@ def read_nvml() -> MachineGpus:
     library cannot be loaded, lacks a function or fails to start. A device that fails after
     the driver was read leaves the GPUs not known (the driver stays); a device this process
     has no permission for is left out."""
-    import pynvml
+    try:
+        import pynvml
+    except ImportError:  # a dependency of envgen: only a broken install lacks it
+        return MachineGpus(driver=None, reason="NVML: nvidia-ml-py (pynvml) is not installed: "
+                           "reinstall envgen")
 
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError_LibraryNotFound:
         return MachineGpus(driver=None, reason="NVML: libnvidia-ml.so.1 not found (no NVIDIA "
-                           "driver installed here?)")
+                           "driver installed here?)", absent=True)
     except pynvml.NVMLError as exc:
         return MachineGpus(driver=None, reason=f"NVML: nvmlInit failed: {exc}")
     try:
@@ -202,7 +208,7 @@ def read_nvidia_smi(*, timeout: float = DEFAULT_SECONDS, program: str = "nvidia-
 
     smi = shutil.which(program)
     if smi is None:
-        return MachineGpus(driver=None, reason=f"{program}: not on PATH")
+        return MachineGpus(driver=None, reason=f"{program}: not on PATH", absent=True)
     last = f"{program}: no answer"
     for fields in _SMI_FIELDS:
         try:

@@ -109,62 +109,21 @@ def parse_nvidia_smi(text: str) -> tuple[str | None, list[dict[str, Any]]]:
     return driver, gpus
 
 
-def _nvml_library_absent() -> bool:
-    """Whether this machine has no NVML library (libnvidia-ml), i.e. no NVIDIA driver."""
-    try:
-        import pynvml
-    except ImportError:
-        pynvml = None
-    if pynvml is not None:
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError_LibraryNotFound:
-            return True
-        except (pynvml.NVMLError, OSError):
-            return False
-        pynvml.nvmlShutdown()
-        return False
-    import ctypes
-    import ctypes.util
-
-    name = ctypes.util.find_library("nvidia-ml") or "libnvidia-ml.so.1"
-    try:
-        ctypes.CDLL(name)
-    except OSError:
-        return True
-    return False
-
-
 def driver_and_gpus(timeout: float = 30) -> dict[str, Any]:
-    """The snapshot's ``driver`` and ``gpus``, as this machine says (not the interpreter).
+    """The snapshot's ``driver`` and ``gpus``, as this machine says (not the interpreter):
+    :func:`envgen.machine_gpus.read` (NVML, else ``nvidia-smi --query-gpu``). Known to be none
+    (driver None, gpus []) only when there is no NVML library AND no nvidia-smi on PATH: no
+    NVIDIA driver is installed. When NVML or nvidia-smi is there but answers nothing (a driver
+    that is not loaded, a container without the GPUs) the two are left out (unknown), and the
+    doctor asks for them."""
+    from envgen.machine_gpus import read
 
-    NVML first (envgen.gpus); else ``nvidia-smi --query-gpu``. Known to be none (driver None,
-    gpus []) only when there is no NVML library AND no nvidia-smi on PATH: no NVIDIA driver is
-    installed. When NVML or nvidia-smi is there but answers nothing (a driver that is not
-    loaded, a container without the GPUs) the two are left out (unknown), and the doctor asks
-    for them."""
-    from envgen import gpus as nvml
-
-    driver = nvml.driver_version()
-    if driver:
-        return {"driver": driver,
+    found = read(timeout=timeout)
+    if found.known:
+        return {"driver": found.driver,
                 "gpus": [{"name": g.name, "compute_capability": g.compute_capability}
-                         for g in nvml.visible_gpus()]}
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return {"driver": None, "gpus": []} if _nvml_library_absent() else {}
-    for fields in ("name,compute_cap,driver_version", "name,driver_version"):
-        try:
-            proc = run([smi, f"--query-gpu={fields}", "--format=csv,noheader"],
-                       capture_output=True, text=True, timeout=timeout)
-        except (OSError, subprocess.SubprocessError):
-            return {}
-        if proc.returncode == 0:
-            driver, gpus = parse_nvidia_smi(proc.stdout)
-            if driver:
-                return {"driver": driver, "gpus": gpus}
-            return {}
-    return {}
+                         for g in found.gpus]}
+    return {"driver": None, "gpus": []} if found.absent else {}
 
 
 def _stderr_tail(text: str, lines: int = 8) -> str:

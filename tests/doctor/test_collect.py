@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from envgen import inside
-from envgen.doctor import collect as collect_mod
 from envgen.doctor.collect import (
     collect,
     driver_and_gpus,
@@ -186,12 +185,25 @@ def test_a_failing_interpreter_is_an_environment_problem(tmp_path):
     assert err.value.exit_code == 4
 
 
+def _no_driver_here() -> bool:
+    """No nvidia-smi on PATH and no libnvidia-ml.so.1 the loader finds: no NVIDIA driver."""
+    import ctypes
+
+    if shutil.which("nvidia-smi") is not None:
+        return False
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return True
+    return False
+
+
 def test_driver_and_gpus_here():
     """This machine's answer: known none only without NVML and nvidia-smi."""
     found = driver_and_gpus()
     if found.get("driver"):
         assert found["gpus"] and all(g["name"] for g in found["gpus"])
-    elif shutil.which("nvidia-smi") is None and collect_mod._nvml_library_absent():
+    elif _no_driver_here():
         assert found == {"driver": None, "gpus": []}
     else:
         assert found == {}
@@ -286,7 +298,7 @@ def test_a_venv_without_torch(plain_python):
         assert snap.cuda_home is None and snap.nvcc is None and snap.path_nvcc is None
     else:
         assert snap.cuda_home and snap.nvcc
-    if shutil.which("nvidia-smi") is None and collect_mod._nvml_library_absent():
+    if _no_driver_here():
         assert snap.driver is None and snap.gpus == ()
     assert Snapshot.from_dict(snap.to_dict()) == snap  # a saved snapshot reads back equal
 

@@ -31,7 +31,8 @@ import json, sys
 from envgen.machine_gpus import read
 found = read(timeout=float(sys.argv[1]) if len(sys.argv) > 1 else None)
 print(json.dumps({"driver": found.driver, "source": found.source, "reason": found.reason,
-                  "gpus": [[g.name, g.compute_capability] for g in found.gpus]}))
+                  "gpus": [[g.name, g.compute_capability] for g in found.gpus],
+                  "absent": found.absent}))
 """
 
 
@@ -78,7 +79,8 @@ class Machine:
         assert proc.returncode == 0, proc.stderr
         d = json.loads(proc.stdout)
         return MachineGpus(driver=d["driver"], source=d["source"], reason=d["reason"],
-                           gpus=tuple(GpuSeen(n, c) for n, c in d["gpus"]))
+                           gpus=tuple(GpuSeen(n, c) for n, c in d["gpus"]),
+                           absent=d["absent"])
 
     def calls(self) -> list[str]:
         return self.log.read_text().split() if self.log.exists() else []
@@ -131,6 +133,7 @@ def test_a_driver_that_is_not_loaded_is_not_known_and_says_why(machine):
     machine.env["FAKE_NVML_INIT"] = "9"  # NVML_ERROR_DRIVER_NOT_LOADED
     found = machine.read()
     assert not found.known and found.gpus == () and found.source is None
+    assert not found.absent  # a library that answers: the driver is there, not loaded
     assert found.reason == ("NVML: nvmlInit failed: Driver Not Loaded; "
                             "nvidia-smi: not on PATH")
     assert machine.calls() == ["init"]  # nothing to shut down
@@ -141,7 +144,7 @@ def test_no_library_no_nvidia_smi(machine):
     found = machine.read()
     if found.source == "nvml":
         pytest.skip("this machine has a real libnvidia-ml.so.1 on the loader's path")
-    assert not found.known
+    assert not found.known and found.absent  # nothing to ask: no driver installed
     assert found.reason == ("NVML: libnvidia-ml.so.1 not found (no NVIDIA driver installed "
                             "here?); nvidia-smi: not on PATH")
 
