@@ -39,14 +39,16 @@ from typing import Any
 
 from envgen.harvest import op_builder_archs as archs
 from envgen.harvest import op_builder_model as model
-from envgen.harvest.static_eval import (
-    Failed,
-    Opaque,
-    Unread,
+from envgen.harvest.static_ast import (
     calls_to,
     dotted,
     functions,
     parse,
+)
+from envgen.harvest.static_eval import (
+    Failed,
+    Opaque,
+    Unread,
 )
 
 BUILDER = "op_builder/builder.py"

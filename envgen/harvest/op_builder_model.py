@@ -12,11 +12,13 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from envgen.harvest.static_eval import (
-    Evaluator,
+from envgen.harvest.static_ast import (
     classes,
     constants,
     functions,
+)
+from envgen.harvest.static_eval import (
+    Evaluator,
 )
 
 # attribute chains whose value is known on the modelled build machine

@@ -28,15 +28,17 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from envgen.harvest.static_eval import (
-    Evaluator,
-    Unread,
+from envgen.harvest.static_ast import (
     calls,
     calls_to,
     classes,
     constants,
     functions,
     parse,
+)
+from envgen.harvest.static_eval import (
+    Evaluator,
+    Unread,
 )
 
 EXTRA_KEYS = {
