@@ -19,7 +19,10 @@ medians are paired in one run):
   copy, resolve, what decided, print the best id);
 - floor: the standard-library modules the resolve command imports (found by running it), and
   no envgen code: what any plain-Python resolve pays before its own work (``dataclasses``
-  alone imports ``inspect``, ``ast``, ``dis`` and ``tokenize``).
+  alone imports ``inspect``, ``ast``, ``dis`` and ``tokenize``);
+- floor + classes: the same imports, then as many standard dataclasses as resolve defines,
+  each with the same number of fields and the same options (what defining the records costs:
+  each ``@dataclass`` compiles its methods with ``exec``).
 
 ``--importtime`` also prints the slowest imports of the library run (``python -X
 importtime``, self times summed per top-level package).
@@ -51,6 +54,7 @@ print(best.id, len(decisions(request, facts, best)))
 
 COMPLETION = "completion request (envgen resolve --framework TAB)"
 FLOOR = "floor: the stdlib modules resolve imports, no envgen"
+CLASSES = "floor + the dataclasses resolve defines, no envgen code"
 # the modules `envgen resolve` loaded, less those of a bare interpreter, printed by a run
 _LOADED = """
 import runpy, sys
@@ -61,27 +65,49 @@ try:
 except SystemExit:
     pass
 sys.stdout = sys.__stdout__
+print(repr([(len(c.__dataclass_fields__), dict((k, getattr(c.__dataclass_params__, k)) for k in
+             ("frozen", "eq", "order")), "__slots__" in vars(c))
+            for m in list(sys.modules.values()) if m and m.__name__.startswith("envgen")
+            for c in vars(m).values()
+            if isinstance(c, type) and c.__module__ == m.__name__
+            and "__dataclass_fields__" in vars(c)]))
 print(" ".join(sorted(set(sys.modules) - before)))
+"""
+# one standard dataclass as resolve defines it: its field count and options (the names and
+# annotations do not change what defining it costs)
+_CLASS = """
+@dataclasses.dataclass({opts})
+class C{i}:
+{fields}
 """
 
 
-def stdlib_floor(request: list[str], env: dict[str, str]) -> str:
-    """A ``-c`` program importing the top-level standard-library modules that ``envgen
-    resolve`` imports (nothing of envgen or of other installed packages)."""
+def stdlib_floor(request: list[str], env: dict[str, str]) -> tuple[str, str]:
+    """Two ``-c`` programs: one importing the top-level standard-library modules that
+    ``envgen resolve`` imports (nothing of envgen or of other installed packages), and the
+    same followed by defining as many standard dataclasses as resolve defines, each with the
+    same number of fields and options (frozen, eq, order, slots)."""
+    import ast
     import sysconfig
 
     out = subprocess.run([sys.executable, "-c", _LOADED.format(argv=request)], cwd=ROOT,
                          env=env, check=True, capture_output=True, text=True).stdout
     stdlib = Path(sysconfig.get_paths()["stdlib"]).resolve()
     names = []
-    for name in out.splitlines()[-1].split():
+    *_, classes_line, modules_line = out.splitlines()
+    for name in modules_line.split():
         if "." in name or name.startswith("_"):
             continue
         where = getattr(__import__(name), "__file__", None)  # None: built into the interpreter
         if where is None or (Path(where).resolve().is_relative_to(stdlib)
                              and "site-packages" not in where):
             names.append(name)
-    return "import " + ", ".join(names)
+    imports = "import " + ", ".join(names)
+    defs = [_CLASS.format(i=i, opts=", ".join(
+        [f"{k}={v}" for k, v in opts.items()] + (["slots=True"] if slots else [])),
+        fields="\n".join(f"    f{j}: int = 0" for j in range(n)) or "    pass")
+        for i, (n, opts, slots) in enumerate(ast.literal_eval(classes_line))]
+    return imports, "\n".join([imports, "import dataclasses", *defs])
 
 
 def commands(matrix_dir: str | None) -> dict[str, list[str]]:
@@ -137,7 +163,9 @@ def main() -> int:
     cmds = commands(args.matrix_dir)
     env = installed_env()  # as an installed envgen runs: byte code cached
     request = cmds["envgen resolve (one request)"][len(envgen_command()):]
-    cmds[FLOOR] = [sys.executable, "-c", stdlib_floor(request, env)]
+    floor, classes = stdlib_floor(request, env)
+    cmds[FLOOR] = [sys.executable, "-c", floor]
+    cmds[CLASSES] = [sys.executable, "-c", classes]
     answers = Path(installed_env()["PYTHONPYCACHEPREFIX"]).with_name("envgen-bench-completion")
     envs = {name: completion_env(env, answers, args.matrix_dir) if name == COMPLETION else env
             for name in cmds}
