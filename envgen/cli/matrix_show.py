@@ -76,11 +76,15 @@ _MARKS = {"torch_builds": torch_marks, "frameworks": framework_marks,
 
 def _jsonable(key: str, items) -> object:
     """Records as JSON, each with ``provenance``: which of its facts are harvested, curated
-    or unknown."""
+    or unknown (a torch build's ``pins_unknown`` as pin → why)."""
     marks = _MARKS.get(key)
     if marks is None:
         return to_jsonable(items)
-    return [{**to_jsonable(item), "provenance": marks(item)} for item in items]
+    out = [{**to_jsonable(item), "provenance": marks(item)} for item in items]
+    if key == "torch_builds":
+        for row, b in zip(out, items, strict=True):
+            row["pins_unknown"] = dict(b.pins_unknown)
+    return out
 
 
 def run(args: argparse.Namespace, ctx: Context) -> int:
@@ -119,17 +123,46 @@ def _unknown_archs(builds) -> str:
     return "\n".join(lines)
 
 
+def _pin(b, key: str) -> str | None:
+    """A pin's cell: the pin; "none" where the build requires no such wheel, "bundled" where
+    it carries the library itself, "?" where it is not known (the reasons follow the table)."""
+    value = getattr(b, key)
+    if value is not None:
+        return value
+    why = dict(b.pins_unknown).get(key)
+    if why is None:
+        return None
+    return why.split(":", 1)[0] if why.startswith(("none:", "bundled:")) else "?"
+
+
+def _unknown_pins(builds) -> str:
+    """The pins left out of builds not harvested, each with why, the builds that share a
+    reason on one line."""
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for b in builds:
+        for key, why in b.pins_unknown:
+            reasons.setdefault((key, why), []).append(
+                f"{b.pin.split('==')[1]}{'' if b.platform == 'linux-x86_64' else ' (aarch64)'}")
+    if not reasons:
+        return ""
+    lines = [f"\n\nPins of PyTorch-index builds left out ({sum(map(len, reasons.values()))}), "
+             "why:"]
+    lines += [f"  {key} of {', '.join(pins)}: {why}" for (key, why), pins in reasons.items()]
+    return "\n".join(lines)
+
+
 def _render(kind: str, data: dict[str, list], facts: Facts) -> str:
     if kind == "torch":
         return table(("torch", "cuda", "platform", "python", "glibc", "nccl", "cudnn", "triton",
                       "c++", "archs", "index", "pins"),
                      ((b.pin.split("==")[1], b.cuda or "cpu", b.platform, " ".join(b.python),
-                       b.glibc, b.nccl, b.cudnn, b.triton,
+                       b.glibc, _pin(b, "nccl"), _pin(b, "cudnn"), _pin(b, "triton"),
                        b.headers.cxx_std if b.headers else "?",
                        f"{b.archs[0]}…{b.archs[-1]}" if b.archs else "?",
                        b.index + (" (curated)" if b.curated else ""),
                        b.pins_from if b.cuda else "-")
-                      for b in data["torch_builds"])) + _unknown_archs(data["torch_builds"])
+                      for b in data["torch_builds"])) + _unknown_archs(data["torch_builds"]) \
+            + _unknown_pins(data["torch_builds"])
     if kind == "frameworks":
         return table(("framework", "version", "requires torch", "requires python", "from"),
                      ((r.framework, r.version, r.requires_torch if r.requires_torch else

@@ -8,7 +8,9 @@
   release and leaving pins it cannot know (NCCL, cuDNN, triton) empty unless a curated
   ``[[bundled_nccl]]`` row states them.
 - Pins of builds on PyTorch's own indexes that were not harvested come from curated
-  ``[[index_builds]]`` rows (``pins_from = "curated"``; ``"unknown"`` when no row states them).
+  ``[[index_builds]]`` rows (``pins_from = "curated"``; ``"unknown"`` when no row states them);
+  each pin such a build is left without carries why (``pins_unknown``: the row's ``unknown``
+  reason, else that no row states it).
 - ``[[variants]]`` rows of releases older than every harvested one (1.8 … 1.12, which the harvest
   does not reach) become *reference builds* instead: kept apart from the candidates
   (``Facts.reference_builds``), with no Python tags or pins, the ``pypi`` variant as the
@@ -46,12 +48,16 @@ def _bundled_nccl(doc: dict[str, Any], version: str) -> str | None:
     return None
 
 
+PINS = ("nccl", "cudnn", "triton")  # the pins a build without a row is said to leave out
+NO_ROW = "not known: no [[index_builds]] row of curated/torch.toml states it"
+ROW_SILENT = "not known: its [[index_builds]] row neither states it nor says why"
+
+
 def _index_build(doc: dict[str, Any], b: TorchBuild) -> dict[str, Any] | None:
-    """The ``[[index_builds]]`` row of ``b``: those rows were read from x86_64 wheels."""
-    if b.platform != "linux-x86_64":
-        return None
+    """The ``[[index_builds]]`` row of ``b`` (a row without ``platforms`` is x86_64's)."""
     for row in doc.get("index_builds", []):
-        if row["torch"] == b.version and row["cuda"] == b.cuda:
+        if row["torch"] == b.version and row["cuda"] == b.cuda \
+                and b.platform in row.get("platforms", ["linux-x86_64"]):
             return row
     return None
 
@@ -86,9 +92,19 @@ def _finish_build(doc: dict[str, Any], b: TorchBuild, headers) -> TorchBuild:
             for key in ("nccl", "cudnn", "triton", "cuda_runtime"):
                 if getattr(b, key) is None and row.get(key):
                     changes[key] = row[key]
-            changes["pins_from"], changes["pins_source"] = "curated", row["source"]
+            # a row that states no pin of the build only says why they are unknown
+            stated = any(k in changes or getattr(b, k) is not None for k in PINS) or not b.curated
+            changes["pins_from"] = "curated" if stated else "unknown"
+            changes["pins_source"] = row["source"]
+            if b.curated:  # a build not harvested: each pin the row leaves out, with why
+                why = row.get("unknown", {})
+                changes["pins_unknown"] = tuple(
+                    (k, why.get(k, ROW_SILENT)) for k in (*PINS, "cuda_runtime")
+                    if getattr(b, k) is None and k not in changes
+                    and (k in why or k in PINS))
         elif b.curated:
             changes["pins_from"] = "unknown"
+            changes["pins_unknown"] = tuple((k, NO_ROW) for k in PINS if getattr(b, k) is None)
     if b.archs is None and b.cuda:
         changes.update(_archs(doc, b))
     glibc = _real_glibc(doc, b)

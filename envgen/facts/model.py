@@ -61,6 +61,9 @@ class TorchBuild:
     archs_unknown: str | None = None  # why the arch list is unknown (a curated row's reason)
     pins_from: str = "harvested"  # "harvested" (wheel metadata), "curated" or "unknown"
     pins_source: str | None = None
+    # (pin, why) for each pin (nccl, cudnn, triton) a curated build leaves out; a reason that
+    # starts with "none:" says it requires no such wheel, "bundled:" that it carries the library
+    pins_unknown: tuple[tuple[str, str], ...] = ()
 
     @property
     def pin(self) -> str:

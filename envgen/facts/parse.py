@@ -280,9 +280,19 @@ def _semantics(file: str, doc: dict, errors: list[SchemaError], problems: _Probl
             s.spec(r, path, "torch")
         for path, r in s.rows("bundled_nccl"):
             s.version(r, path, "torch")
+        builds: dict[tuple, tuple] = {}
         for path, r in s.rows("index_builds"):
             s.version(r, path, "torch")
-        s.unique(("index_builds",), ("torch", "cuda"))
+            both = sorted(k for k in r.get("unknown") or {} if r.get(k))
+            if both:
+                s.problems.at(s.file, path, f"states {', '.join(both)} and says why it is "
+                              "unknown; keep one", s.doc)
+            for platform in r.get("platforms") or ["linux-x86_64"]:
+                ident = (r.get("torch"), r.get("cuda"), platform)
+                if ident in builds and all(isinstance(v, str) for v in ident):
+                    s.problems.at(s.file, path, f"{' '.join(ident)} is listed twice (first as "
+                                  f"{where(builds[ident])})", s.doc)
+                builds.setdefault(ident, path)
         for path, r in s.rows("archs"):
             s.spec(r, path, "torch")
             if ("archs" in r) == ("unknown" in r):

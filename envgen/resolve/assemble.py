@@ -209,9 +209,12 @@ def _shared(f: Feasible, request: Request) -> tuple[dict, tuple[str, ...], tuple
     if t.cuda != b.cuda:
         notes.append(f"nvcc {t.cuda} stands in for CUDA {b.cuda} "
                      f"({f.checks.accepts(fw, t.cuda, b.cuda)[1]})")
+    left = [k.replace("nccl", "NCCL").replace("cudnn", "cuDNN") for k, why in b.pins_unknown
+            if not why.startswith(("none", "bundled"))]
     if b.curated and b.pins_from == "curated":
-        notes.append(f"{b.pin}'s pins are curated ({b.pins_source}); run `envgen matrix update "
-                     f"--index {b.index}` to harvest them")
+        notes.append(f"{b.pin}'s pins are curated (curated/torch.toml [[index_builds]])"
+                     + (f", its {' / '.join(left)} not known" if left else "")
+                     + f"; run `envgen matrix update --index {b.index}` to harvest them")
     elif b.curated:
         notes.append(f"{b.pin} is known from curated data only and its NCCL / cuDNN / triton "
                      f"pins are unknown; run `envgen matrix update --index {b.index}`")
