@@ -47,7 +47,7 @@ class DoctorResult:
         return out
 
 
-def _read_report(request: DoctorRequest, matrix_dir: Path):
+def _read_report(request: DoctorRequest, matrix: Matrix):
     from envgen.doctor.images import load_images
     from envgen.doctor.reports import LOOKED_FOR, describe, parse_report
 
@@ -66,7 +66,7 @@ def _read_report(request: DoctorRequest, matrix_dir: Path):
         except OSError as exc:
             raise UsageError(f"{path} cannot be read: {exc.strerror or exc}",
                              hint="give a readable text file") from None
-    report = parse_report(text, images=load_images(matrix_dir))
+    report = parse_report(text, images=load_images(matrix.matrix_dir), gpus=matrix.facts.gpus)
     if not report.recognised:
         raise UsageError(f"{where}: no environment facts recognised in it (looked for "
                          f"{LOOKED_FOR})",
@@ -94,7 +94,7 @@ def doctor(request: DoctorRequest, *, matrix: Matrix | None = None,
     if request.snapshot is not None:
         snapshot, origin = read_snapshot(Path(request.snapshot)), f"snapshot {request.snapshot}"
     elif request.report is not None:
-        snapshot, explain, origin = _read_report(request, matrix.matrix_dir)
+        snapshot, explain, origin = _read_report(request, matrix)
     else:
         from envgen.doctor.collect import collect
 

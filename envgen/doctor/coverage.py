@@ -25,7 +25,7 @@ import re
 
 from envgen.doctor.context import Context, gpu_arch_by_name, known, major_minor, public
 from envgen.doctor.findings import Coverage
-from envgen.versions import dotted_key, parse_version
+from envgen.versions import dotted_key, parse_version, release
 
 _RELEASED_LOCAL = re.compile(r"^(cu\d+|cpu|rocm[\d.]+|xpu)$")
 _ARCH_LIST = ("torch_arch_list", "the GPU archs torch was compiled for decide whether it runs on "
@@ -65,11 +65,11 @@ def _torch(ctx: Context, out: list[Coverage]) -> None:
         out.append(Coverage("torch", f"torch {torch} is {why}: the matrix holds released builds "
                             f"({span}), so the torch rules that look up its build (GPU archs, "
                             "C++ ABI, bundled NCCL) were skipped"))
-    elif versions and dotted_key(public(torch)) < dotted_key(versions[0]):
+    elif versions and release(torch) < dotted_key(versions[0]):
         out.append(Coverage("torch", f"torch {torch} is older than the first torch build the "
                             f"matrix knows ({versions[0]}): the rules that look up its build "
                             "(GPU archs, C++ ABI, bundled NCCL) were not applied"))
-    elif versions and dotted_key(public(torch)) > dotted_key(versions[-1]):
+    elif versions and release(torch) > dotted_key(versions[-1]):
         out.append(Coverage("torch", f"torch {torch} is newer than the last torch build the "
                             f"matrix knows ({versions[-1]}): the rules that look up its build "
                             "were not applied (`envgen matrix update --write` for newer data)"))
@@ -177,7 +177,7 @@ def _frameworks(ctx: Context, out: list[Coverage]) -> None:
         have = sorted((r.version for r in ctx.facts.frameworks if r.framework == name),
                       key=dotted_key)
         where = ("older than the first" if have and _version(public(version)) is not None
-                 and dotted_key(public(version)) < dotted_key(have[0]) else "not a")
+                 and release(version) < dotted_key(have[0]) else "not a")
         out.append(Coverage(name, f"{name} {version} is {where} release the matrix knows "
                             f"({have[0]} … {have[-1]}): its rules (torch range, nvcc check, "
                             "op builds) were not applied" if have else

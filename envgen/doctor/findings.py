@@ -138,6 +138,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "python_h": ("python_headers_missing",),
     "torch_cpu": ("torch_cpu_only",),
     "torch_abi": ("extension_built_for_other_torch",),
+    "no_nvcc": ("nvcc_missing",),
 }
 # errors met when the program runs (import, launch), not when an op is compiled
 RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "driver_old", "cuda_unavailable",

@@ -73,10 +73,34 @@ def _torch_for(ctx: Context, cuda: str) -> str | None:
     return None
 
 
+def _nvcc_missing(ctx: Context, torch_cuda: str | None) -> None:
+    """No nvcc where the build looks (``torch_cuda``: torch's CUDA, None when not known)."""
+    if torch_cuda:
+        fix, command = _toolkit_fix(ctx, _mm(torch_cuda))
+    else:
+        fix, command = ("install the CUDA toolkit of torch's CUDA (`python -c \"import torch; "
+                        "print(torch.version.cuda)\"`) and point CUDA_HOME at it"), None
+    home = ctx.s.cuda_home if known(ctx.s.cuda_home) else None
+    if home and re.search(r"^:|:$|^/.*:", home):  # POSIX list syntax, not "C:\\"
+        fix = (f"CUDA_HOME is {home!r}: a list of paths (an `export CUDA_HOME=$CUDA_HOME:…` "
+               "appended to an empty value), not the toolkit's folder; set it to the one "
+               "folder holding bin/nvcc, or " + fix)
+    ctx.finding("nvcc_missing",
+                "no nvcc (CUDA_HOME, PATH): the ops cannot be compiled"
+                + (f" for torch's CUDA {torch_cuda}" if torch_cuda else ""),
+                evidence={"nvcc": None, "cuda_home": home, "torch_cuda": torch_cuda},
+                fix=fix + " (prebuilt ops still load; JIT-built ones cannot build)",
+                command=command)
+
+
 def cuda_mismatch(ctx: Context) -> None:
     torch_cuda, nvcc = ctx.s.torch_cuda, ctx.s.nvcc
     if ctx.s.torch is None:
         return  # no torch: nothing to compile against (torch_unsupported_by_framework says so)
+    if nvcc is None and "no_nvcc" in (ctx.s.errors if known(ctx.s.errors) else {}):
+        # the pasted build ran an nvcc that is not there: a build, whatever the framework
+        _nvcc_missing(ctx, torch_cuda if known(torch_cuda) and torch_cuda else None)
+        return
     builders = _builds_ops(ctx)
     if not known(torch_cuda):
         if torch_cuda is UNKNOWN and (builders or ctx.user_ops):
@@ -97,14 +121,7 @@ def cuda_mismatch(ctx: Context) -> None:
         return
     if nvcc is None:
         if builders or ctx.user_ops:
-            fix, command = _toolkit_fix(ctx, _mm(torch_cuda))
-            ctx.finding("nvcc_missing",
-                        f"no nvcc (CUDA_HOME, PATH): the ops cannot be compiled for torch's "
-                        f"CUDA {torch_cuda}",
-                        evidence={"nvcc": None, "cuda_home": ctx.s.cuda_home,
-                                  "torch_cuda": torch_cuda},
-                        fix=fix + " (prebuilt ops still load; JIT-built ones cannot build)",
-                        command=command)
+            _nvcc_missing(ctx, torch_cuda)
         return
     want, have = _mm(torch_cuda), _mm(nvcc)
     if want == have:

@@ -12,7 +12,7 @@ import shlex
 
 from envgen.doctor.context import Context, known, public
 from envgen.doctor.rules_build import ops_with_std
-from envgen.versions import dotted_key
+from envgen.versions import dotted_key, release
 
 _GLIBC = re.compile(r"GLIBC_(\d+(?:\.\d+)+)")
 _GLIBCXX = re.compile(r"(GLIBCXX|CXXABI)_(\d+(?:\.\d+)+)")
@@ -118,7 +118,7 @@ def torch_api_removed(ctx: Context) -> None:
         return  # the catalog does not say when THC went: nothing to judge against
     removed = api["torch"]
     torch = ctx.s.torch
-    if known(torch) and dotted_key(public(torch)) < dotted_key(removed):
+    if known(torch) and release(torch) < dotted_key(removed):
         return  # THC still ships with this torch: the line is not decided by the removal
     if not line and not known(torch):
         ctx.need("torch", f"the text names torch's THC headers, which torch {removed} removed: "

@@ -136,3 +136,21 @@ def test_windows_report_is_not_asked_for_libaio(diagnose) -> None:
     d = diagnose((FIXTURES / "windows_build_4001.txt").read_text())
     assert not any(n.fact in ("libaio", "glibc") for n in d.needs)
     assert "libaio_missing" not in {f.kind for f in d.findings}
+
+
+def test_nvcc_not_there_names_nvcc_missing_and_the_path_list(diagnose) -> None:
+    # open-mmlab/OpenPCDet#1502: setup.py develop ran ':/usr/local/cuda-11.1/bin/nvcc'
+    d = diagnose((CORPUS / "OpenPCDet-1502.txt").read_text())
+    first = d.findings[0]
+    assert first.kind == "nvcc_missing"
+    assert "':/usr/local/cuda-11.1/bin/nvcc' failed" in first.explains
+    assert "CUDA_HOME is ':/usr/local/cuda-11.1': a list of paths" in first.fix
+
+
+def test_nvcc_not_there_with_a_plain_cuda_home(diagnose) -> None:
+    # open-mmlab/mmdetection#2113: conda's pytorch 1.1.0 for CUDA 10.0, CUDA_HOME's nvcc absent
+    d = diagnose((CORPUS / "mmdetection-2113.txt").read_text())
+    first = d.findings[0]
+    assert first.kind == "nvcc_missing" and "list of paths" not in first.fix
+    assert first.evidence["cuda_home"] == "/usr/local/cuda-9.0"
+    assert "torch's CUDA 10.0" in first.summary

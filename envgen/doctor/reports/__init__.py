@@ -25,6 +25,7 @@ from envgen.doctor.reports import (
     ds_report,
     env_vars,
     errors,
+    gpu_names,
     inline,
     nvidia_smi,
     outputs,
@@ -43,10 +44,11 @@ if TYPE_CHECKING:
 __all__ = ["LOOKED_FOR", "Extracted", "Report", "describe", "parse_report"]
 
 # What the parsers read, for the message when a text states none of it (exit 2).
-LOOKED_FOR = ("collect_env, ds_report, `colossalai check -i`, pip/conda lists, nvidia-smi, "
-              "nvcc/gcc/ldd/python --version, issue-template answers, versions in prose or the "
-              "title (\"torch 2.1.0\", \"python3.8\", \"torch1.8cu10.1\"), install commands, "
-              "site-packages and torch_extensions paths, error lines that state versions, "
+LOOKED_FOR = ("collect_env, ds_report, `colossalai check -i`, pip/conda lists, pip show, "
+              "nvidia-smi, nvcc/gcc/ldd/python --version, issue-template answers, versions and "
+              "GPU models in prose or the title (\"torch 2.1.0\", \"python3.8\", "
+              "\"torch1.8cu10.1\", \"8x A100\"), install commands, site-packages and "
+              "torch_extensions paths, error lines that state versions, "
               "pip's and transformers' requirement conflicts")
 
 # In this order each parser takes its lines; a later one skips the lines taken.
@@ -56,9 +58,9 @@ _PARSERS: tuple[Callable[[list[Line], set[int]], list[Extracted]], ...] = (
     packages.parse, template.parse, inline.parse, prose.parse)
 _RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 3,
          "nvcc_version": 3, "gcc_version": 3, "command_output": 3, "error": 4, "env_var": 4,
-         "pip_freeze": 5, "pip_list": 5, "conda_list": 5, "issue_template": 6, "inline_pin": 7,
-         "title": 8, "prose": 8, "path": 8, "ngc_image": 8, "windows_sign": 8, "install_command": 9,
-         "env_name": 10}
+         "pip_freeze": 5, "pip_list": 5, "pip_show": 5, "conda_list": 5, "issue_template": 6,
+         "inline_pin": 7, "title": 8, "prose": 8, "path": 8, "ngc_image": 8, "windows_sign": 8,
+         "install_command": 9, "env_name": 10}
 _NVCC_RANK = {"ds_report": 0, "colossalai_check": 1, "error": 2, "collect_env": 3,
               "nvcc_version": 3}
 _DICTS = ("packages", "frameworks", "import_errors", "errors", "env")
@@ -82,15 +84,19 @@ class Report:
         return any(e.kept or e.fact in _EXPLAIN_VERSIONS for e in self.explain)
 
 
-def parse_report(text: str, *, images: Mapping[str, NgcImage] | None = None) -> Report:
+def parse_report(text: str, *, images: Mapping[str, NgcImage] | None = None,
+                 gpus: Mapping[str, Any] | None = None) -> Report:
     """The :class:`Report` of ``text`` (a pasted report, any mix of formats); ``images``, the NGC
-    table (:func:`envgen.doctor.images.load_images`), gives an NGC image's versions."""
+    table (:func:`envgen.doctor.images.load_images`), gives an NGC image's versions; ``gpus``,
+    the GPU catalogue (``Facts.gpus``: lower-case name or alias → record), the GPU models that
+    prose can name."""
     lines = split(text)
     claimed: set[int] = set()
     found: list[Extracted] = []
     for parse in _PARSERS:
         found.extend(prose.parse(lines, claimed, images=images) if parse is prose.parse
                      else parse(lines, claimed))
+    found.extend(gpu_names.parse(lines, claimed, gpus=gpus))
     explain = _choose(found)
     doc = _document([e for e in explain if e.kept])
     formats = tuple(dict.fromkeys(e.format for e in explain))

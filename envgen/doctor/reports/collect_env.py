@@ -169,9 +169,12 @@ def _package_line(lines: list[Line], i: int, claimed: set[int], out: list[Extrac
 
 def conda_package(line: Line, name: str, value: str | None, build: str,
                   fmt: str) -> list[Extracted]:
-    """The facts of one conda package; conda's "pytorch" is the torch distribution, and its
+    """The facts of one conda package; conda's "python" is the environment's interpreter,
+    its "pytorch" the torch distribution, and its
     build string names the CUDA it was built for ("py3.10_cuda12.1_cudnn8.9.2_0") or says a
     CPU build ("py3.10_cpu_0")."""
+    if name.lower() == "python" and value:  # the environment's interpreter
+        return [fact(line, "python", value, fmt)]
     if name.lower() != "pytorch":
         return [fact(line, n, v, fmt) for n, v in package_facts(name, value)]
     out = [fact(line, n, v, fmt) for n, v in package_facts("torch", value)]

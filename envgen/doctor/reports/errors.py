@@ -8,7 +8,8 @@ Input: the cleaned lines and the line numbers other parsers took. Output: the fa
 - "fatal error: libaio.h: No such file or directory" → libaio.headers false;
 - "Ninja is required to load C++ extensions" → ninja null (torch ran ``ninja --version``);
 - "CUDA_HOME environment variable is not set" → cuda_home null; "No CUDA runtime is found,
-  using CUDA_HOME='/usr/local/cuda'" → cuda_home;
+  using CUDA_HOME='/usr/local/cuda'" → cuda_home; "No such file or directory:
+  '/usr/local/cuda/bin/nvcc'" → nvcc null and that cuda_home; "nvcc: not found" → nvcc null;
 - "ImportError: …/fused_adam.so: undefined symbol: _ZN…", "No module named 'x'" →
   import_errors;
 - nvcc's "unsupported GNU version! gcc versions later than 11 are not supported" and torch's
@@ -78,6 +79,30 @@ _LIBAIO_H = re.compile(r"fatal error: libaio\.h: No such file or directory")
 _NINJA = re.compile(r"Ninja is required to load C\+\+ extensions")
 _NO_CUDA_HOME = re.compile(r"CUDA_HOME environment variable is not set")
 _CUDA_HOME = re.compile(r"No CUDA runtime is found, using CUDA_HOME='([^']+)'")
+# the build ran an nvcc that is not there: CUDA_HOME's ("No such file or directory:
+# '/usr/local/cuda/bin/nvcc'", DeepSpeed's installed_cuda_version and torch's extension
+# build; setuptools' "command ':/usr/local/cuda-11.1/bin/nvcc' failed: No such file or
+# directory"), or PATH's (sh's "nvcc: not found", bash's "nvcc: command not found")
+class _NoNvccAt:
+    """The folder of a missing "<home>/bin/nvcc": the literal first, then the path before it
+    (a path pattern searched from every position backtracks quadratically on a long line)."""
+
+    _AT = re.compile(r"/bin/nvcc(?:\.exe)?'?(?:\s+failed)?:\s*No such file or directory|"
+                     r"(?<=No such file or directory: ')[^']*?/bin/nvcc(?:\.exe)?'", re.I)
+    _HOME = re.compile(r"[^'\s]*$")
+
+    def search(self, text: str) -> str | None:
+        m = self._AT.search(text)
+        if m is None:
+            return None
+        if m.group(0).startswith("/bin/nvcc"):
+            start = max(0, m.start() - 4096)
+            return self._HOME.search(text, start, m.start()).group(0)
+        return m.group(0)[:m.group(0).lower().rindex("/bin/nvcc")]
+
+
+_NO_NVCC_AT = _NoNvccAt()
+_NO_NVCC = re.compile(r"(?:^|[\s:])nvcc(?:\.exe)?: (?:command )?not found\b", re.I)
 _UNDEFINED = re.compile(r"(?:ImportError|OSError): (\S+?\.(?:so|pyd)(?:\.\d+)*): (undefined "
                         r"symbol: \S+)")
 _NO_MODULE = re.compile(r"^[`'\"\s>]*(?:ModuleNotFoundError|ImportError): No module named "
@@ -149,6 +174,9 @@ _LINES = (("glibc", _GLIBC), ("glibcxx", _GLIBCXX), ("cxx_std", _CXX_STD), ("thc
           ("python_h", _PYTHON_H), ("torch_cpu", _TORCH_CPU), ("shm", _SHM_PROSE),
           ("thc_named", _THC_NAMED))
 _LONGEST = 300
+# messages that pip's indented output (or the terminal) wraps, cut where the rest is on the
+# next line: a symbol after "undefined symbol:", torch's "…used to compile" / "PyTorch (12.1)."
+_WRAPPED = re.compile(r"undefined symbol:$|mismatches the version that was used to compile$")
 
 
 def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
@@ -157,12 +185,14 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
     for i, line in enumerate(lines):
         # a line another parser took is read too: an error can share a line with what it
         # quotes (apex prints nvcc's banner and its own mismatch line as one)
-        if line.text.endswith("undefined symbol:") and i + 1 < len(lines):
-            line = replace(line, text=f"{line.text} {lines[i + 1].text}")  # a wrapped symbol
+        taken = [line.number]
+        if _WRAPPED.search(line.text) and i + 1 < len(lines):  # the message goes on below
+            line = replace(line, text=f"{line.text} {lines[i + 1].text}")
+            taken.append(lines[i + 1].number)
         found = [e for e in _one(line, lines[i + 1:i + 3]) if e.fact not in seen]
         seen.update(e.fact for e in found if e.fact.startswith("errors."))  # its first line only
         if found:
-            claimed.add(line.number)
+            claimed.update(taken)
             out.extend(found)
     return out
 
@@ -218,6 +248,14 @@ def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
     home = _CUDA_HOME.search(text)
     if home:
         return [fact(line, "cuda_home", home.group(1), FORMAT)], None
+    home = _NO_NVCC_AT.search(text)
+    if home is not None:
+        return [fact(line, "nvcc", None, FORMAT, note=f"no nvcc at {home}/bin"),
+                fact(line, "cuda_home", home, FORMAT,
+                     note="the folder the build took for CUDA_HOME")], "no_nvcc"
+    if _NO_NVCC.search(text):
+        return [fact(line, "nvcc", None, FORMAT, note="the shell found no nvcc on PATH")], \
+            "no_nvcc"
     undefined = _UNDEFINED.search(text)
     if undefined:
         path = undefined.group(1).replace("\\", "/")

@@ -25,7 +25,8 @@ import re
 from envgen.doctor.reports._lines import Extracted, Line, fact, version
 
 FORMAT = "command_output"
-_PYTHON = re.compile(r"^Python\s+(\d\.\d+\.\d+\S*)\s*(?:\(.*?\)\s*(?:\[[^\]]*\])?\s*"
+# "Python 3.13.2", one space as python prints it ("python   3.5.6" is a package list's row)
+_PYTHON = re.compile(r"^Python (\d\.\d+\.\d+\S*)\s*(?:\(.*?\)\s*(?:\[[^\]]*\])?\s*"
                      r"(?:on\s+(\w+))?)?$", re.I)
 # the banner's second line: "[MSC v.1916 64 bit (AMD64)] on win32"
 _BANNER_2 = re.compile(r"^\[(?:GCC|MSC|Clang)[^\]]*\].*\bon\s+win32\s*$", re.I)

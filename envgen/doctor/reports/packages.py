@@ -1,4 +1,4 @@
-"""``pip list``, ``pip freeze`` and ``conda list`` output.
+"""``pip list``, ``pip freeze``, ``pip show`` and ``conda list`` output.
 
 Input: the cleaned lines and the line numbers other parsers took. Output: packages.NAME (and
 frameworks.NAME for deepspeed, megatron-core and colossalai; torch for torch). pip freeze
@@ -22,6 +22,9 @@ _PIP_HEADER = re.compile(r"^Package\s+Version(?:\s+(?:Editable project location|
 _CONDA_HEADER = re.compile(r"^#\s*Name\s+Version\s+Build(?:\s+Channel)?\s*$")
 _ROW = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+(\S+)(?:\s+(\S+))?(?:\s+(\S+))?\s*$")
 _RULE = re.compile(r"^-{3,}\s+-{3,}")
+# ``pip show NAME``: "Name: torch" and on the next line "Version: 2.2.1"
+_SHOW_NAME = re.compile(r"^Name:\s*([A-Za-z0-9][A-Za-z0-9._-]*)$")
+_SHOW_VERSION = re.compile(r"^Version:\s*(\S+)$")
 # "ubuntu 16.04 / python 3.7 / pytorch 0.4.1 / cuda 9.0" written as lines: prose, not a list
 _ENV_WORDS = {"ubuntu", "centos", "debian", "os", "python", "cuda", "cudnn", "gpu", "driver",
               "nvcc", "gcc", "nccl", "windows"}
@@ -35,6 +38,15 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
         if line.number in claimed:
             i += 1
             continue
+        shown = _SHOW_NAME.match(line.text)
+        if shown and i + 1 < len(lines) and lines[i + 1].number not in claimed:
+            value = _SHOW_VERSION.match(lines[i + 1].text)
+            if value and version(value.group(1)):
+                claimed.update((line.number, lines[i + 1].number))
+                out += [fact(lines[i + 1], n, v, "pip_show")
+                        for n, v in package_facts(shown.group(1), version(value.group(1)))]
+                i += 2
+                continue
         freeze = _FREEZE.match(line.text) or _DIRECT.match(line.text) or \
             _EDITABLE.match(line.text)
         if freeze:
@@ -65,15 +77,18 @@ def _columns(lines: list[Line], i: int, claimed: set[int], out: list[Extracted])
             break
         rows.append((lines[j], row))
         j += 1
-    if not header and (len(rows) < 3 or any(
-            row.group(3) is None and row.group(1).lower() in _ENV_WORDS for _, row in rows)):
+    if not header and (len(rows) < 3 or (not any(row.group(3) for _, row in rows) and any(
+            row.group(1).lower() in _ENV_WORDS for _, row in rows))):  # (a build column: conda)
         return i + 1
     if header:
         claimed.add(lines[i].number)
+    def built(row: re.Match[str]) -> bool:  # a conda build column, not pip list's location
+        return row.group(3) is not None and not row.group(3).startswith(("/", "C:", "c:"))
+
+    block = fmt == "conda_list" or any(built(row) for _, row in rows)
     for line, row in rows:
         claimed.add(line.number)
-        conda = fmt == "conda_list" or (row.group(3) is not None and not row.group(3)
-                                        .startswith(("/", "C:", "c:")))
+        conda = block
         name, value = row.group(1), version(row.group(2))
         if conda:
             out.extend(conda_package(line, name, value, row.group(3) or "", "conda_list"))

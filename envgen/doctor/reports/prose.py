@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from envgen.doctor.images import NgcImage
 
 _V = r"v?(\d+\.\d+(?:\.\d+)?(?:\.dev\d+|a\d+|rc\d+)?(?:\+[A-Za-z0-9_.]+)?)"
-_SEP = r"(?:\s*(?:version|ver\.?)\b)?\s*[:=\-]?\s*\(?"
+_SEP = r"(?:\s*(?:version|ver\.?)\b)?(?:\s+is\b)?\s*[:=\-]?\s*\(?"
 _TORCH = re.compile(r"(?<![\w/.\\-])(?:py)?torch" + _SEP + _V + r"(?:\s*cu(\d+(?:\.\d+)?))?",
                     re.I)
 _PYTHON = re.compile(r"(?<![\w/.\\-])python" + _SEP + r"v?([23]\.\d{1,2}(?:\.\d+)?)(?![\w/])",
@@ -45,6 +45,12 @@ _FRAMEWORK = re.compile(r"(?<![\w/.\\-])(deepspeed|colossal-?ai|megatron[-_]core
                         re.I)
 _GCC = re.compile(r"(?<![\w/.\\\[-])(?:gcc|g\+\+)" + _SEP + r"(\d+\.\d+(?:\.\d+)?)\b", re.I)
 _DRIVER = re.compile(r"\bdriver" + _SEP + r"(\d{3}\.\d{2,3}(?:\.\d{2})?)\b", re.I)
+# "nvcc 12.1", "NVCC version 11.8", "nvcc -V shows release 11.3", "nvcc is 11.7"
+_NVCC = re.compile(r"(?<![\w/.\\-])nvcc(?:\s+(?:-V|--version))?(?:\s+(?:shows|says|reports|"
+                   r"gives|prints))?(?:\s+(?:release|version|ver\.?))?(?:\s+is\b)?\s*[:=]?\s*"
+                   r"v?(\d{1,2}\.\d+(?:\.\d+)?)\b(?![.\d])", re.I)
+# "NCCL version 2.18.1+cuda12.1" (NCCL's INFO line, torch's "NCCL error … NCCL version 2.10.3")
+_NCCL = re.compile(r"\bNCCL\s+version\s*[:=]?\s*v?(\d+\.\d+\.\d+)", re.I)
 _CUDA = re.compile(r"(?<![\w/.\\-])cuda" + _SEP + r"(\d{1,2}(?:\.\d+){0,2})\b(?![.\d])", re.I)
 _RANGE_AFTER = re.compile(r"^\s*(?:\+(?![\w.])|and (?:above|later|newer|up)|or (?:above|later|"
                           r"newer|higher)|[-~]\s*\d|\.x\b)", re.I)
@@ -105,8 +111,8 @@ def _prose(line: Line) -> list[Extracted]:
     text = _EXAMPLE.sub("", line.text)  # a template's "[e.g. Ubuntu 18.04]" states nothing
     out: list[Extracted] = []
     for m in _TORCH.finditer(text):
-        if _RANGE_AFTER.match(text[m.end():]):
-            continue
+        if _RANGE_AFTER.match(text[m.end():]) or int(m.group(1).split(".")[0]) > 9:
+            continue  # a range, or no torch ("compile PyTorch (12.1)" is a CUDA)
         value, note = _torch_version(m.group(1))
         out.append(fact(line, "torch", value, fmt, note=note))
         cuda = m.group(2) or _local_cuda(value)
@@ -117,7 +123,7 @@ def _prose(line: Line) -> list[Extracted]:
             name = m.group(1).lower().replace("_", "-").replace("colossal-ai", "colossalai")
             out.append(fact(line, f"frameworks.{name}", m.group(2), fmt))
             out.append(fact(line, f"packages.{name}", m.group(2), fmt))
-    simple = ((_PYTHON, "python"), (_GCC, "gcc"), (_DRIVER, "driver"))
+    simple = ((_PYTHON, "python"), (_GCC, "gcc"), (_DRIVER, "driver"), (_NVCC, "nvcc"))
     for pattern, name in simple:
         for m in pattern.finditer(text):
             if not _RANGE_AFTER.match(text[m.end():]):
@@ -128,6 +134,9 @@ def _prose(line: Line) -> list[Extracted]:
         if not _RANGE_AFTER.match(text[m.end():]):
             out.append(fact(line, "cuda", m.group(1), fmt, kept=False, note="explain only: a "
                             "bare \"CUDA\" may be the toolkit's, torch's build or the driver's"))
+    for m in _NCCL.finditer(text):
+        out.append(fact(line, "nccl", m.group(1), fmt, kept=False, note="explain only: the "
+                        "NCCL a process loaded, which is not always the one torch pins"))
     named = [(m, shape) for pattern, shape in _OS for m in [pattern.search(text)] if m]
     if len(named) == 1:  # "CentOS 7.9 & Ubuntu 18.04" says no one system
         m, shape = named[0]

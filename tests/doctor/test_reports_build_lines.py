@@ -1,0 +1,158 @@
+"""More of what people paste (issue 38 part 2): torch's CUDA-mismatch message as pip wraps it,
+an nvcc that is not there, nvcc's version in prose, ``pip show``, GPU models named in prose,
+a conda list with a ``python`` row, post releases. Each test runs on a real report's text: the
+dev set of tests/doctor/corpus/ (named by file) or lines quoted from the thread named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from envgen.doctor.reports import parse_report
+from envgen.facts import find_matrix_dir, load_facts
+
+HERE = Path(__file__).resolve().parent
+CORPUS = HERE / "corpus" / "reports"
+
+
+@pytest.fixture(scope="module")
+def gpus():
+    return load_facts(find_matrix_dir(None)).gpus
+
+
+def facts(text: str, gpus=None) -> dict:
+    return parse_report(text, gpus=gpus).snapshot.to_dict()
+
+
+def corpus(name: str, gpus=None) -> dict:
+    return facts((CORPUS / name).read_text(encoding="utf-8"), gpus)
+
+
+# --- torch's mismatch message, wrapped ------------------------------------------------------
+
+# vllm-project/vllm#1060 (pip's indented output wraps the message after "compile")
+VLLM_1060 = """\
+          raise RuntimeError(CUDA_MISMATCH_MESSAGE.format(cuda_str_version, torch.version.cuda))
+      RuntimeError:
+      The detected CUDA version (12.2) mismatches the version that was used to compile
+      PyTorch (11.7). Please make sure to use the same CUDA versions.
+"""
+
+
+def test_wrapped_cuda_mismatch_is_one_message() -> None:
+    report = parse_report(VLLM_1060)
+    doc = report.snapshot.to_dict()
+    assert doc["nvcc"] == "12.2" and doc["torch_cuda"] == "11.7"
+    assert "cuda_mismatch" in doc["errors"]
+    assert "torch" not in doc  # "PyTorch (11.7)" is torch's CUDA, not a torch 11.7
+
+
+def test_no_torch_release_has_major_ten_or_more() -> None:
+    """The second half of the wrapped message alone names no torch."""
+    assert "torch" not in facts("      PyTorch (12.1). Please make sure to use the same CUDA "
+                                "versions.")
+
+
+# --- an nvcc that is not there ------------------------------------------------------------
+
+@pytest.mark.parametrize(("text", "home"), [
+    # deepspeedai/DeepSpeed#5511 (a CUDA_HOME that a ':' joined to an empty value)
+    ("FileNotFoundError: [Errno 2] No such file or directory: ':/usr/local/cuda/bin/nvcc'",
+     ":/usr/local/cuda"),
+    # deepspeedai/DeepSpeed#4553
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/usr/local/cuda/bin/nvcc'",
+     "/usr/local/cuda"),
+])
+def test_missing_nvcc_at_cuda_home(text: str, home: str) -> None:
+    doc = facts(text)
+    assert doc["nvcc"] is None and doc["cuda_home"] == home
+    assert "no_nvcc" in doc["errors"]
+
+
+def test_setuptools_command_failed_openpcdet_1502() -> None:
+    """open-mmlab/OpenPCDet#1502: "error: command ':/usr/local/cuda-11.1/bin/nvcc' failed: No
+    such file or directory"."""
+    doc = corpus("OpenPCDet-1502.txt")
+    assert doc["nvcc"] is None and doc["cuda_home"] == ":/usr/local/cuda-11.1"
+
+
+def test_quoted_path_in_a_title_mmdetection_2113() -> None:
+    """open-mmlab/mmdetection#2113's title "/usr/local/cuda-9.0/bin/nvcc': No such file or
+    directory"; its conda list mixes rows with and without a build column, python among them."""
+    doc = corpus("mmdetection-2113.txt")
+    assert doc["nvcc"] is None and doc["cuda_home"] == "/usr/local/cuda-9.0"
+    assert doc["torch"] == "1.1.0" and doc["torch_cuda"] == "10.0" and doc["python"] == "3.5.6"
+    assert doc["packages"]["cudatoolkit"] == "10.0.130"
+
+
+def test_shell_found_no_nvcc() -> None:
+    doc = facts("/bin/sh: 1: nvcc: not found")
+    assert doc["nvcc"] is None and "no_nvcc" in doc["errors"]
+
+
+def test_a_long_line_without_the_message_is_read_in_linear_time() -> None:
+    doc = facts("torch 2.1.0\n" + "x/bin/nvcc" * 100_000)
+    assert "nvcc" not in doc and doc["torch"] == "2.1.0"
+
+
+# --- versions in prose ----------------------------------------------------------------------
+
+def test_nvcc_version_in_prose() -> None:
+    """autonomousvision/transfuser#272: "The NVCC version 11.8 is installed in my host/conda
+    environment." """
+    assert facts("The NVCC version 11.8 is installed in my host/conda environment.")["nvcc"] \
+        == "11.8"
+
+
+def test_version_is() -> None:
+    assert facts("My torch version is 1.10.0 and python is 3.8")["torch"] == "1.10.0"
+
+
+def test_nccl_version_of_torch_nccl_error_is_recognised_explain_only() -> None:
+    """pytorch's NCCL error line ends in the NCCL version the process loaded: recognisable,
+    not a snapshot fact (it may not be the one torch pins)."""
+    report = parse_report("RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/"
+                          "ProcessGroupNCCL.cpp:1191, unhandled system error, NCCL version 2.10.3")
+    assert report.recognised and "nccl" not in report.snapshot.to_dict()
+    assert any(e.fact == "nccl" and e.value == "2.10.3" and not e.kept for e in report.explain)
+
+
+# --- pip show -------------------------------------------------------------------------------
+
+def test_pip_show() -> None:
+    """deepspeedai/DeepSpeed#5312: `pip show torch` pasted with its prompt."""
+    doc = facts("(qwenpro) ya@C4090-2:~/qwenpro$ pip show torch\nName: torch\nVersion: 2.2.1\n"
+                "Summary: Tensors and Dynamic neural networks in Python with strong GPU "
+                "acceleration\nLocation: /home/ya/anaconda3/envs/qwenpro/lib/python3.10/"
+                "site-packages\n")
+    assert doc["torch"] == "2.2.1" and doc["python"] == "3.10"
+
+
+# --- GPU models in prose --------------------------------------------------------------------
+
+def test_one_gpu_model_in_prose_deepspeed_3968(gpus) -> None:
+    """deepspeedai/DeepSpeed#3968: "… and try to use it on H100 GPUs"."""
+    doc = corpus("DeepSpeed-3968.txt", gpus)
+    assert [g["name"] for g in doc["gpus"]] == ["H100"]
+
+
+def test_gpu_name_without_a_space_naf_cbct_15(gpus) -> None:
+    """"I configured the environment to run on RTX3090 with this …" """
+    doc = corpus("naf_cbct-15.txt", gpus)
+    assert [g["name"] for g in doc["gpus"]] == ["RTX 3090"]
+
+
+def test_several_gpu_models_name_no_one_gpu(gpus) -> None:
+    report = parse_report("Training works on A100 but fails on V100 with torch 2.1.0", gpus=gpus)
+    assert "gpus" not in report.snapshot.to_dict()
+    assert {e.value for e in report.explain if e.fact == "gpu_models"} == {"A100", "V100"}
+
+
+def test_a_short_name_needs_a_gpu_word(gpus) -> None:
+    assert "gpus" not in facts("see table T4 in the paper; torch 2.1.0", gpus)
+    assert facts("one NVIDIA T4 GPU, torch 2.1.0", gpus)["gpus"][0]["name"] == "T4"
+
+
+def test_gpus_are_not_read_without_the_catalogue() -> None:
+    assert "gpus" not in facts("8x A100, torch 2.1.0")
