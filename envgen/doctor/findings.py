@@ -139,9 +139,11 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "torch_cpu": ("torch_cpu_only",),
     "torch_abi": ("extension_built_for_other_torch",),
     "no_nvcc": ("nvcc_missing",),
+    "nccl_shm": ("shm_too_small",),
+    "python_requires": ("python_unsupported",),
 }
 # errors met when the program runs (import, launch), not when an op is compiled
-RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "driver_old", "cuda_unavailable",
+RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "nccl_shm", "driver_old", "cuda_unavailable",
                             "gpu_capability", "no_kernel", "requirement", "torch_cpu",
                             "torch_abi"})
 # kinds that only break compiling ops (setup.py, JIT builds): after the run-time ones when the

@@ -8,7 +8,7 @@ import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
 from envgen.doctor.suggest import make_request, shell_command
-from envgen.versions import dotted_key, python_key
+from envgen.versions import dotted_key, parse_version, python_key, spec_contains
 
 # the distributions whose failure breaks training (a conflict elsewhere is a warning)
 _CORE = ("torch", "deepspeed", "megatron-core", "colossalai", "triton")
@@ -48,6 +48,48 @@ def unsupported_platform(ctx: Context) -> None:
                  + (" — on Windows, WSL2 is the usual route" if platform == "windows"
                     and "wsl2" in platforms else "")),
             source=source)
+
+
+_PIP_FACTORY = ("https://github.com/pypa/pip/blob/main/src/pip/_internal/resolution/resolvelib/"
+                "factory.py")
+
+
+def _release_key(version: str) -> tuple:
+    try:
+        return (1, parse_version(version))
+    except ValueError:
+        return (0, version)
+
+
+def pip_requires_python(ctx: Context) -> None:
+    """pip's "Ignored the following versions that require a different python version": every
+    release pip saw excludes its Python. Judged against the report's Python when one is stated
+    (an error when no listed Requires-Python admits it), else asked for."""
+    skipped = ctx.s.requires_python if known(ctx.s.requires_python) else {}
+    if not skipped:
+        return
+    newest = max(skipped, key=lambda k: _release_key(k.rsplit(" ", 1)[-1]))
+    name, _, version = newest.rpartition(" ")
+    what, spec = name or "the package", skipped[newest]
+    if not known(ctx.s.python):
+        ctx.need("python", f"pip skipped {len(skipped)} release(s) of {what} for their "
+                 f"Requires-Python (the newest, {version}: {spec})", f"`{ctx.python} --version`")
+        return
+    tag = major_minor(ctx.s.python)
+    if any(spec_contains(rule, tag) for rule in skipped.values()):
+        return  # the Python the text names is not the one pip ran
+    pythons = sorted({p.rstrip("t") for b in ctx.facts.torch_builds for p in b.python or ()},
+                     key=python_key)
+    fits = [p for p in pythons if spec_contains(spec, p)]
+    ctx.finding("python_unsupported",
+                f"Python {tag}: pip skipped every release of {what} it saw ({len(skipped)}) for "
+                f"its Requires-Python; the newest, {version}, requires Python {spec}",
+                evidence={"python": ctx.s.python, "package": name or None, "version": version,
+                          "requires_python": spec},
+                fix=(f"install {what} into an environment with a Python its Requires-Python "
+                     f"admits" + (f" (e.g. {fits[-1]}: `uv venv --python {fits[-1]}`)" if fits
+                                  else "") + f", or a release of {what} built for Python {tag}"),
+                source=_PIP_FACTORY)
 
 
 def python_unsupported(ctx: Context) -> None:
@@ -231,6 +273,6 @@ def import_failed(ctx: Context) -> None:
                     command=None)
 
 
-RULES = (unsupported_platform, python_unsupported, windows_wheel, torch_unsupported_by_framework,
-         glibc_too_old, dependency_conflict, import_failed)
+RULES = (unsupported_platform, pip_requires_python, python_unsupported, windows_wheel,
+         torch_unsupported_by_framework, glibc_too_old, dependency_conflict, import_failed)
 __all__ = ["RULES"]

@@ -138,9 +138,23 @@ def torch_api_removed(ctx: Context) -> None:
 
 
 def shm_too_small(ctx: Context) -> None:
-    """A SIGBUS (exit code -7, "Bus error", DataLoader's shm message): in a container, /dev/shm
-    is usually smaller than the workers and NCCL need. A warning: SIGBUS has other causes."""
-    line = (ctx.s.errors or {}).get("shm")
+    """NCCL's "No space left on device" for its /dev/shm segment: an error. A SIGBUS (exit code
+    -7, "Bus error", DataLoader's shm message): in a container, /dev/shm is usually smaller than
+    the workers and NCCL need; a warning, as SIGBUS has other causes."""
+    errors = ctx.s.errors or {}
+    if errors.get("nccl_shm"):
+        ctx.finding("shm_too_small",
+                    "NCCL found no room in /dev/shm for its shared-memory segment (Docker's "
+                    "default /dev/shm is 64 MB; NCCL 2.7 and later use it between GPUs of a node)",
+                    evidence={"nccl": "No space left on device in /dev/shm"}, severity="error",
+                    fix="check `df -h /dev/shm` and remove stale /dev/shm/nccl-* files of killed "
+                        "jobs; give the container more shared memory: docker run --shm-size=1g "
+                        "(or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at "
+                        "/dev/shm. NCCL_SHM_DISABLE=1 avoids it at some speed",
+                    source="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/"
+                           "troubleshooting.html#shared-memory")
+        return
+    line = errors.get("shm")
     if not line:
         return
     ctx.finding("shm_too_small",

@@ -129,6 +129,7 @@ class Snapshot:
     env: Any = UNKNOWN  # dict[str, str]
     import_errors: Any = UNKNOWN  # dict[str, str]: module → the error its import raised
     torch_extensions: Any = UNKNOWN  # tuple[ExtensionCache, ...]
+    requires_python: Any = UNKNOWN  # dict[str, str]: "<name> <version>" → its Requires-Python
     errors: Any = UNKNOWN  # dict[str, str]: error id ("glibc", "shm" …) → the line that stated it
 
     def known(self, name: str) -> bool:
@@ -170,7 +171,8 @@ class Snapshot:
                 value = Libaio(**value)
             elif name in ("torch_arch_list", "ops", "gcc_available") and value is not None:
                 value = tuple(value)
-            elif name in ("frameworks", "packages", "env", "import_errors", "errors"):
+            elif name in ("frameworks", "packages", "env", "import_errors", "requires_python",
+                          "errors"):
                 value = dict(value)
             values[name] = value
         return cls(**values)

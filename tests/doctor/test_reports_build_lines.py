@@ -156,3 +156,73 @@ def test_a_short_name_needs_a_gpu_word(gpus) -> None:
 
 def test_gpus_are_not_read_without_the_catalogue() -> None:
     assert "gpus" not in facts("8x A100, torch 2.1.0")
+
+
+# --- an undefined symbol without "ImportError:" ------------------------------------------------
+
+def test_bare_undefined_torch_symbol_lmcache_1294() -> None:
+    """LMCache/LMCache#1294: "lmcache/c_ops.cpython-312-x86_64-linux-gnu.so: undefined symbol:
+    _ZN3c105ErrorC2ENS_14SourceLocationESs" (no ImportError prefix)."""
+    doc = corpus("LMCache-1294.txt")
+    assert doc["import_errors"] == {  # module_of: a path outside site-packages gives its stem
+        "c_ops": "undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationESs"}
+    assert "torch_abi" in doc["errors"]
+
+
+def test_bare_undefined_non_torch_symbol_is_not_read_extension_cpp_6() -> None:
+    """pytorch/extension-cpp#6: "…lltm_cpp.cpython-36m-x86_64-linux-gnu.so: undefined symbol:
+    THPVariableClass" alone (torch was not imported first): not an import error of its own."""
+    assert "import_errors" not in corpus("extension-cpp-6.txt")
+
+
+# --- pip's Requires-Python list -------------------------------------------------------------
+
+def test_pip_requires_python_list_test_profiles_336() -> None:
+    """phoronix-test-suite/test-profiles#336: pip's "Ignored the following versions that require
+    a different python version: 1.1.0 Requires-Python >=3.6, <3.11; …" and "No matching
+    distribution found for deepsparse==1.7.0"."""
+    doc = corpus("test-profiles-336.txt")
+    assert doc["requires_python"]["deepsparse 1.9.0"] == "<3.12,>=3.8"
+    assert doc["requires_python"]["deepsparse 1.1.0"] == ">=3.6, <3.11"
+    assert doc["python"] == "3.13" and "python_requires" in doc["errors"]
+
+
+def test_pip_requires_python_without_the_package_line() -> None:
+    """vllm-project/vllm#6497 as quoted: the package is named only on a later "(from outlines)"
+    line of pip's, which says "satisfies the requirement numba"."""
+    doc = facts("ERROR: Ignored the following versions that require a different python version: "
+                "1.6.2 Requires-Python >=3.7,<3.10; 1.7.1 Requires-Python >=3.7,<3.10\n"
+                "ERROR: Could not find a version that satisfies the requirement numba (from "
+                "outlines) (from versions: none)")
+    assert doc["requires_python"] == {"numba 1.6.2": ">=3.7,<3.10", "numba 1.7.1": ">=3.7,<3.10"}
+
+
+# --- Chinese -------------------------------------------------------------------------------
+
+def test_chinese_my_version_is_detzero_19() -> None:
+    """PJLab-ADG/DetZero#19: "好像是pytorch版本太高了，我的版本是2.0.1" (pytorch's version seems too
+    high, mine is 2.0.1)."""
+    assert corpus("DetZero-19.txt")["torch"] == "2.0.1"
+
+
+def test_chinese_version_of_each_package() -> None:
+    doc = facts("torch版本为1.13.1，python版本3.8")
+    assert doc["torch"] == "1.13.1" and doc["python"] == "3.8"
+
+
+def test_chinese_version_with_another_package_on_the_line_is_not_torch() -> None:
+    assert "torch" not in facts("pytorch装好了，cuda版本是11.8")
+
+
+# --- macOS ---------------------------------------------------------------------------------
+
+def test_apple_silicon_deepspeed_mii_441() -> None:
+    """deepspeedai/DeepSpeed-MII#441: "On M3 Pro Macbook having issues with installation" and
+    a /Users/… path."""
+    doc = corpus("DeepSpeed-MII-441.txt")
+    assert doc["platform"] == "macos-arm64" and doc["os"] == "macOS"
+
+
+def test_macos_home_folder_without_the_chip() -> None:
+    doc = facts('  File "/Users/someone/work/train.py", line 3, in <module>\ntorch 2.1.0')
+    assert doc["os"] == "macOS" and "platform" not in doc

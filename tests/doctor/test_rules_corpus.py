@@ -154,3 +154,46 @@ def test_nvcc_not_there_with_a_plain_cuda_home(diagnose) -> None:
     assert first.kind == "nvcc_missing" and "list of paths" not in first.fix
     assert first.evidence["cuda_home"] == "/usr/local/cuda-9.0"
     assert "torch's CUDA 10.0" in first.summary
+
+
+@pytest.mark.parametrize("text", [
+    # NVIDIA/nccl#290 (a Horovod job in NVIDIA's TF container)
+    "gpu2-ru7:2143:2561 [1] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No "
+    "space left on device\ngpu2-ru7:2143:2561 [1] NCCL INFO include/shm.h:41 -> 2",
+    # pytorch/ci-infra#490 (CI pods before their /dev/shm tmpfs mount)
+    "[2026-04-22 21:34:20] mt-l-x86iavx512-45-172-t4-4-csmpw-runner-g4sfw-workflow:202016:202235"
+    " [0] misc/shmutils.cc:88 NCCL WARN Error: failed to extend /dev/shm/nccl-WU88OE to 9637892 "
+    "bytes, error: No space left on device (28)",
+])
+def test_nccl_without_room_in_dev_shm_is_shm_too_small(diagnose, text) -> None:
+    d = diagnose(text)
+    first = d.findings[0]
+    assert first.kind == "shm_too_small" and first.severity == "error"
+    assert "No space left on device" in first.explains
+    assert "--shm-size" in first.fix and "NCCL_SHM_DISABLE=1" in first.fix
+
+
+def test_nccl_segment_error_without_no_space_is_not_shm_too_small(diagnose) -> None:
+    # NVIDIA/nccl#1518: the segment fails on 'invalid argument' with /dev/shm not full
+    d = diagnose("[1] misc/shmutils.cc:103 NCCL WARN Cuda failure 'invalid argument'\n"
+                 "[1] misc/shmutils.cc:114 NCCL WARN Error while creating shared memory segment "
+                 "/dev/shm/nccl-NzwJ7O (size 9637888)\ntorch 2.1.0")
+    assert "shm_too_small" not in [f.kind for f in d.findings]
+
+
+def test_pip_requires_python_names_python_unsupported(diagnose) -> None:
+    # phoronix-test-suite/test-profiles#336: deepsparse on Debian 13's Python 3.13
+    d = diagnose((CORPUS / "test-profiles-336.txt").read_text())
+    first = d.findings[0]
+    assert first.kind == "python_unsupported" and first.severity == "error"
+    assert "Ignored the following versions" in first.explains
+    assert first.evidence["requires_python"] == "<3.12,>=3.8"
+    assert "3.11" in first.fix
+
+
+def test_pip_requires_python_admitting_the_stated_python_says_nothing(diagnose) -> None:
+    # the Python the text names is admitted by a listed release: not the interpreter pip ran
+    d = diagnose("Python 3.9.7\nERROR: Ignored the following versions that require a different "
+                 "python version: 1.7.1 Requires-Python >=3.7,<3.10\nERROR: No matching "
+                 "distribution found for numba==1.8.0")
+    assert "python_unsupported" not in [f.kind for f in d.findings]

@@ -60,10 +60,11 @@ _RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 
          "nvcc_version": 3, "gcc_version": 3, "command_output": 3, "error": 4, "env_var": 4,
          "pip_freeze": 5, "pip_list": 5, "pip_show": 5, "conda_list": 5, "issue_template": 6,
          "inline_pin": 7, "title": 8, "prose": 8, "path": 8, "ngc_image": 8, "windows_sign": 8,
+         "macos_sign": 8,
          "install_command": 9, "env_name": 10}
 _NVCC_RANK = {"ds_report": 0, "colossalai_check": 1, "error": 2, "collect_env": 3,
               "nvcc_version": 3}
-_DICTS = ("packages", "frameworks", "import_errors", "errors", "env")
+_DICTS = ("packages", "frameworks", "import_errors", "requires_python", "errors", "env")
 # versions kept for explain only that still make a report recognisable (not exit 2)
 _EXPLAIN_VERSIONS = {"cuda", "nccl", "image", "driver_max_cuda", "gpu_models"}
 

@@ -103,8 +103,30 @@ class _NoNvccAt:
 
 _NO_NVCC_AT = _NoNvccAt()
 _NO_NVCC = re.compile(r"(?:^|[\s:])nvcc(?:\.exe)?: (?:command )?not found\b", re.I)
-_UNDEFINED = re.compile(r"(?:ImportError|OSError): (\S+?\.(?:so|pyd)(?:\.\d+)*): (undefined "
-                        r"symbol: \S+)")
+class _Undefined:
+    """"<library>.so: undefined symbol: <name>" (after "ImportError: " / "OSError: ", or alone as
+    a title or a tool prints it when the name is in torch's C++ namespaces): (library,
+    "undefined symbol: <name>"). The symbol first, then
+    the word before it (a path pattern searched from every position backtracks quadratically
+    on a long line)."""
+
+    _AT = re.compile(r": (undefined symbol: \S+)")
+    _LIBRARY = re.compile(r".+\.(?:so|pyd)(?:\.\d+)*")
+
+    def search(self, text: str) -> tuple[str, str] | None:
+        m = self._AT.search(text)
+        if m is None:
+            return None
+        words = text[max(0, m.start() - 4096):m.start()].split()
+        if not words or not self._LIBRARY.fullmatch(words[-1].lstrip("`'\"")):
+            return None
+        if not (len(words) > 1 and words[-2] in ("ImportError:", "OSError:")) and \
+                not _TORCH_SYMBOL.search(m.group(1)):
+            return None  # alone, only a symbol of torch's C++ API says what failed to load
+        return words[-1].lstrip("`'\""), m.group(1)
+
+
+_UNDEFINED = _Undefined()
 _NO_MODULE = re.compile(r"^[`'\"\s>]*(?:ModuleNotFoundError|ImportError): No module named "
                         r"'([\w.]+)'")
 _GNU = re.compile(r"unsupported GNU version! gcc versions later than (\d+) are not supported")
@@ -121,6 +143,11 @@ _THC = re.compile(rf"{_Q}{_THC_H}{_Q}:?\s*No such file|missing\s+{_Q}{_THC_H}\b"
 _AIO_LIB = re.compile(r"\bLNK1181\b.*\b(?:aio|cufile)\.lib", re.I)
 _SHM = re.compile(r"(?:exit\s?code|return code|exit status)\s*[:=]?\s*-7\b|\bSIGBUS\b|\bBus error\b"
                   r"|insufficient shared memory \(shm\)", re.I)
+# NCCL's own lines when /dev/shm has no room for its segment (src/misc/shmutils.cc,
+# include/shm.h); "Error while creating shared memory segment" alone has other causes
+_NCCL_SHM = re.compile(r"posix_fallocate failed\s*:\s*No space left on device|failed to extend "
+                       r"/dev/shm/\S+ to \d+ bytes|Error while creating shared memory segment "
+                       r"\S+ \(size \d+\), error: No space left on device", re.I)
 _SHM_PROSE = re.compile(r"(?:shared memory|\bshm\b).{0,24}(?:insufficient|not enough|too small|"
                         r"不够|不足)|(?:insufficient|not enough|too little)\s.{0,24}"
                         r"(?:shared memory|\bshm\b)|(?:docker|container)\S*\s?.{0,24}"
@@ -167,7 +194,8 @@ _TORCH_SYMBOL = re.compile(r"undefined symbol:\s*_ZN[KV]?(?:3c10|2at|5torch|6caf
 _PIP_NO_MATCH = re.compile(r"No matching distribution found for (torch|deepspeed|colossalai|"
                            r"megatron[-_]core)\b", re.I)
 # error id → the pattern of a line that states it and no snapshot fact besides
-_LINES = (("glibc", _GLIBC), ("glibcxx", _GLIBCXX), ("cxx_std", _CXX_STD), ("thc", _THC),
+_LINES = (("nccl_shm", _NCCL_SHM), ("glibc", _GLIBC), ("glibcxx", _GLIBCXX),
+          ("cxx_std", _CXX_STD), ("thc", _THC),
           ("aio_lib", _AIO_LIB), ("shm", _SHM), ("no_kernel", _NO_KERNEL),
           ("nvcc_arch", _NVCC_ARCH), ("std_flag", _STD_FLAG), ("cuda_unavailable", _UNAVAILABLE),
           ("pip_no_match", _PIP_NO_MATCH), ("std_function", _STD_FUNCTION),
@@ -258,11 +286,11 @@ def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
             "no_nvcc"
     undefined = _UNDEFINED.search(text)
     if undefined:
-        path = undefined.group(1).replace("\\", "/")
+        library, symbol = undefined
+        path = library.replace("\\", "/")
         ours = "/torch/lib/" in path or "/torch/_C" in path  # torch's own libraries
-        return [fact(line, f"import_errors.{module_of(undefined.group(1))}",
-                     undefined.group(2), FORMAT)], \
-            "torch_abi" if _TORCH_SYMBOL.search(undefined.group(2)) and not ours else None
+        return [fact(line, f"import_errors.{module_of(library)}", symbol, FORMAT)], \
+            "torch_abi" if _TORCH_SYMBOL.search(symbol) and not ours else None
     missing = _NO_MODULE.search(text)
     if missing:
         return [fact(line, f"import_errors.{missing.group(1)}",

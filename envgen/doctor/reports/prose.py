@@ -4,7 +4,8 @@ Input: the cleaned lines and the line numbers other parsers took (this parser ru
 Output, each fact with its line:
 - prose and compact versions: "Running Pytorch 1.70, CUDA 10.1, python=3.6.9",
   "colossalai-0.1.8", "torch1.8cu10.1", "python3.8", "Ubuntu1804", "CentOS release 6.8",
-  "driver 410.48" (format "prose"; "title" on the paste's first line). A range ("torch>1.11",
+  "driver 410.48", "nvcc 12.1", "torch version is 1.10.0", Chinese "pytorch版本是2.0.1" (format
+  "prose"; "title" on the paste's first line). A range ("torch>1.11",
   "Pytorch2.12 and above") states no version. A bare "CUDA 10.1" does not say which CUDA:
   explain only. torch 1.x stopped at 1.13, so "Pytorch 1.70" is read as 1.7.0, with a note;
 - install commands ("pip install torch==1.13.1 --extra-index-url …/whl/cu117", "conda install
@@ -52,6 +53,14 @@ _NVCC = re.compile(r"(?<![\w/.\\-])nvcc(?:\s+(?:-V|--version))?(?:\s+(?:shows|sa
 # "NCCL version 2.18.1+cuda12.1" (NCCL's INFO line, torch's "NCCL error … NCCL version 2.10.3")
 _NCCL = re.compile(r"\bNCCL\s+version\s*[:=]?\s*v?(\d+\.\d+\.\d+)", re.I)
 _CUDA = re.compile(r"(?<![\w/.\\-])cuda" + _SEP + r"(\d{1,2}(?:\.\d+){0,2})\b(?![.\d])", re.I)
+# Chinese: "pytorch版本是2.0.1", "torch版本为1.13", or torch named and "我的版本是2.0.1" (my
+# version is) later on the line; CJK characters are word characters, so ASCII boundaries
+_ZH_VERSION = re.compile(r"版本\s*号?\s*(?:是|为|：|:|=)\s*v?(\d+\.\d+(?:\.\d+)?)(?![.\d])")
+_ZH_TORCH = re.compile(r"(?<![A-Za-z0-9_/.\\-])(?:py)?torch(?![A-Za-z0-9_])", re.I)
+_ZH_DIRECT = re.compile(r"(?<![A-Za-z0-9_/.\\-])(?:py)?(torch|python|deepspeed)\s*的?\s*版本"
+                        r"\s*号?\s*(?:是|为|：|:|=)?\s*v?(\d+\.\d+(?:\.\d+)?)(?![.\d])", re.I)
+_ZH_OTHER = re.compile(r"(?<![A-Za-z])(?:python|cuda|nvcc|gcc|deepspeed|colossal|megatron|driver|"
+                       r"nccl|transformers)(?![A-Za-z])|驱动", re.I)
 _RANGE_AFTER = re.compile(r"^\s*(?:\+(?![\w.])|and (?:above|later|newer|up)|or (?:above|later|"
                           r"newer|higher)|[-~]\s*\d|\.x\b)", re.I)
 _OS = (
@@ -76,6 +85,14 @@ _NGC = re.compile(r"\bnvcr\.io/nvidia/pytorch:(\d{2}\.\d{2})-py3\b", re.I)
 _WINDOWS = re.compile(r"^[A-Z]:\\[^>]*>|\b[A-Z]:\\(?:Users|Windows|Program Files|ProgramData)\b|"
                       r"\bcl\.exe\b|\bLNK\d{4}\b|\bon Windows\b|\bwin_amd64\b|\w\.pyd\b|"
                       r"\\Scripts\\|\$env:[A-Za-z_]\w*", re.I)
+# Apple silicon (arm64 macOS: the one macOS platform in envgen's data): an M-series chip, an
+# arm64 macOS wheel or triple
+_APPLE_SILICON = re.compile(r"\bM[1-5](?:\s+(?:Pro|Max|Ultra))?\s+(?:chip|Mac|MacBook|Pro|Max|"
+                            r"Ultra)\b|\bMacBook\s+(?:Pro|Air)\s+M[1-5]\b|\bApple\s+Silicon\b|"
+                            r"macosx_\d+_\d+_arm64\b|\barm64-apple-darwin", re.I)
+# macOS of either architecture: a home folder "/Users/name/", the system's names
+_MACOS = re.compile(r"(?:^|[\s\"'(])/Users/[^/\s]+/|\bmac\s?OS(?:\s?X)?\b|\bMacBook\b|"
+                    r"\bdarwin\b|\.dylib\b", re.I)
 # cmd.exe's environment syntax (learn.microsoft.com windows-commands/set_1): "set NAME=value",
 # "%NAME%"; upper-case names only (a POSIX shell's `set` takes no NAME=value)
 _CMD_ENV = re.compile(r"(?:^|[\s`>])set [A-Z_][A-Z0-9_]*=\S|%[A-Z_][A-Z0-9_]*%")
@@ -85,7 +102,7 @@ def parse(lines: list[Line], claimed: set[int], *,
           images: Mapping[str, NgcImage] | None = None) -> list[Extracted]:
     """``images``: the NGC table (tag → its release notes' versions); None: no versions known."""
     out: list[Extracted] = []
-    windows = False
+    windows = mac = False
     for line in lines:
         if not line.text:
             continue
@@ -95,6 +112,14 @@ def parse(lines: list[Line], claimed: set[int], *,
             out.append(fact(line, "platform", "windows", "windows_sign",
                             note="a Windows prompt, drive path, MSVC message, wheel, .pyd, "
                             "Scripts folder or cmd/PowerShell variable syntax"))
+        silicon = not mac and bool(_APPLE_SILICON.search(line.source))
+        if silicon or (not mac and _MACOS.search(line.source)):
+            mac = True
+            out.append(fact(line, "os", "macOS", "macos_sign",
+                            note="a macOS home folder, name, MacBook, Darwin, .dylib or chip"))
+            if silicon:
+                out.append(fact(line, "platform", "macos-arm64", "macos_sign",
+                                note="an Apple silicon chip, wheel or triple"))
         if line.number in claimed and line.number != 1:  # the title is read whole
             continue
         if _INSTALL.search(line.text):
@@ -118,6 +143,17 @@ def _prose(line: Line) -> list[Extracted]:
         cuda = m.group(2) or _local_cuda(value)
         if cuda:
             out.append(fact(line, "torch_cuda", _cuda(cuda), fmt))
+    for m in _ZH_DIRECT.finditer(text):  # "torch版本为1.13.1，python版本3.8"
+        name = m.group(1).lower()
+        name = {"deepspeed": "frameworks.deepspeed"}.get(name, name)
+        if not any(e.fact == name for e in out):
+            out.append(fact(line, name, m.group(2), fmt))
+    if not any(e.fact == "torch" for e in out) and _ZH_TORCH.search(text) and \
+            not _ZH_OTHER.search(text):
+        said = _ZH_VERSION.findall(text)
+        if len(said) == 1:
+            out.append(fact(line, "torch", said[0], fmt, note="\"版本\" (version) on a line "
+                            "that names torch and no other package"))
     for m in _FRAMEWORK.finditer(text):
         if not _RANGE_AFTER.match(text[m.end():]):
             name = m.group(1).lower().replace("_", "-").replace("colossal-ai", "colossalai")

@@ -18,6 +18,13 @@ source prints it:
   deepspeed==0.17.2." (transformers src/transformers/utils/versions.py ``_compare_versions``);
   the requiring package is not named there (``package`` None).
 
+- pip's "ERROR: Ignored the following versions that require a different python version: 1.8.0
+  Requires-Python <3.12,>=3.8; 1.9.0 Requires-Python <3.12,>=3.8" (pip's
+  src/pip/_internal/resolution/resolvelib/factory.py, before "Could not find a version that
+  satisfies the requirement …"): one ``requires_python.<name> <version>`` fact per version
+  listed, the package named by the "No matching distribution found for NAME…" / "satisfies the
+  requirement NAME…" line of the same paste, and ``errors.python_requires`` = that line.
+
 A prefix before the message (``[rank2]: ``, ``ERROR: ``, a quote) is allowed.
 """
 
@@ -41,8 +48,16 @@ _REQUIRED = re.compile(rf"(?:^|[\s:>])({_NAME}(?:\[[\w,.-]+\])?\s*(?:[<>=!~]=?=?
                        rf"({_NAME})==({_VERSION})\.?(?:\s|$)")
 
 
+_IGNORED = re.compile(r"Ignored the following versions that require a different python "
+                      r"version:\s*(.*)$", re.I)
+_IGNORED_ONE = re.compile(rf"({_VERSION}) Requires-Python ([^;]+)")
+_NO_DISTRIBUTION = re.compile(rf"(?:No matching distribution found for|satisfies the "
+                              rf"requirement) ({_NAME})", re.I)
+
+
 def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
-    out: list[Extracted] = []
+    out = _requires_python(lines, claimed)
+    conflicts = 0
     for line in lines:
         if line.number in claimed:
             continue
@@ -50,10 +65,27 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
         if conflict is None:
             continue
         claimed.add(line.number)
-        out.append(fact(line, f"conflicts.{len(out)}", conflict, FORMAT))
-        if len(out) == 1:
+        out.append(fact(line, f"conflicts.{conflicts}", conflict, FORMAT))
+        conflicts += 1
+        if conflicts == 1:
             out.append(fact(line, "errors.requirement", line.source[:300], FORMAT))
     return out
+
+
+def _requires_python(lines: list[Line], claimed: set[int]) -> list[Extracted]:
+    """pip's list of the versions it skipped for their Requires-Python (the first such line)."""
+    line = next((x for x in lines if x.number not in claimed and _IGNORED.search(x.text)), None)
+    if line is None:
+        return []
+    skipped = _IGNORED_ONE.findall(_IGNORED.search(line.text).group(1))
+    if not skipped:
+        return []
+    named = next((m for m in (_NO_DISTRIBUTION.search(x.text) for x in lines) if m), None)
+    prefix = f"{named.group(1)} " if named else ""
+    claimed.add(line.number)
+    return [*(fact(line, f"requires_python.{prefix}{version}", spec.strip().rstrip("."), FORMAT)
+              for version, spec in skipped),
+            fact(line, "errors.python_requires", line.source[:300], FORMAT)]
 
 
 def _conflict(text: str) -> dict | None:
