@@ -90,8 +90,17 @@ class Diagnosis:
         return not self.errors
 
     def verdict(self, counts: str = "") -> str:
-        """The one-line verdict: ``counts`` of the findings ("1 error, 2 warnings"), else "no
+        """The one-line verdict: ``counts`` of the findings ("1 error, 2 warnings"); with none,
+        "not explained" when a pasted error line is not explained by a finding, else "no
         problems found" — never unqualified while some facts lie outside envgen's data."""
+        errors = self.snapshot.errors if isinstance(self.snapshot.errors, dict) else {}
+        unexplained = [line for line in errors.values()
+                       if not any(f.explains == line for f in self.findings)]
+        if unexplained and not counts:  # an error was pasted: "no problems" would be silent
+            line = unexplained[0] if len(unexplained[0]) <= 90 else unexplained[0][:89] + "…"
+            return (f"not explained: the facts given do not say why \"{line}\""
+                    + ("; answer the needs below and judge again" if self.needs else
+                       " (outside what envgen's rules know)"))
         outside = len(self.coverage)
         if outside:
             things = (f"{outside} thing{'s' if outside != 1 else ''} outside its data "
@@ -125,7 +134,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "thc_named": ("torch_api_removed",),
     "apex_cuda": ("cuda_major_mismatch", "cuda_minor_mismatch"),
     "driver_old": ("driver_too_old",),
-    "cuda_unavailable": ("driver_too_old",),
+    "cuda_unavailable": ("torch_cpu_only", "driver_too_old"),
     "gpu_capability": ("gpu_arch_unsupported",),
     "no_kernel": ("gpu_arch_unsupported",),
     "nvcc_arch": ("gpu_arch_unsupported",),

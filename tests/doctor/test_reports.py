@@ -50,7 +50,8 @@ EXPECTED = {
         "frameworks": {"colossalai": "0.2.5"}, "packages": {"colossalai": "0.2.5"}},
     "colossalai_check_old_1033.txt": {"torch": "1.10.1", "torch_cuda": "11.3", "nvcc": "11.3",
                                      "frameworks": {"colossalai": None}},
-    "colossalai_env_1389.txt": {"torch": "1.8.1+cu101", "nvcc": "10.1.243", "python": "3.8.0"},
+    "colossalai_env_1389.txt": {"torch": "1.8.1+cu101", "torch_cuda": "10.1", "nvcc": "10.1.243",
+                                "python": "3.8.0"},
     "cuda_mismatch_370.txt": {"nvcc": "12.0", "torch_cuda": "11.8", "python": "3.10"},
     "cuda_mismatch_windows_2902.txt": {
         "nvcc": "12.0", "torch_cuda": "11.7", "python": "3.10.9", "platform": "windows",
@@ -81,7 +82,8 @@ EXPECTED = {
                      "aiosignal": "1.3.1", "annotated-types": "0.6.0", "apex": "0.1",
                      "appdirs": "1.4.4"}},
     "template_system_info_3615.txt": {
-        "os": "Ubuntu 18.04", "python": "3.9.16", "torch": "1.11.0+cu113", "gcc": "7.5",
+        "os": "Ubuntu 18.04", "python": "3.9.16", "torch": "1.11.0+cu113", "torch_cuda": "11.3",
+        "gcc": "7.5",
         # "I installed the Deepspeed == 0.9.2": an inline pin
         "frameworks": {"deepspeed": "0.9.2"}, "packages": {"deepspeed": "0.9.2"}},
     "undefined_symbol_3410.txt": {

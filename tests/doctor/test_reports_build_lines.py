@@ -226,3 +226,37 @@ def test_apple_silicon_deepspeed_mii_441() -> None:
 def test_macos_home_folder_without_the_chip() -> None:
     doc = facts('  File "/Users/someone/work/train.py", line 3, in <module>\ntorch 2.1.0')
     assert doc["os"] == "macOS" and "platform" not in doc
+
+
+# --- `accelerate env` / `transformers-cli env` -----------------------------------------------
+
+ACCELERATE_1048 = """\
+- `Accelerate` version: 0.16.0
+- Platform: Linux-5.4.15-1.el7.elrepo.x86_64-x86_64-with-glibc2.27
+- Python version: 3.9.16
+- Numpy version: 1.23.5
+- PyTorch version (GPU?): 1.12.1+cu116 (True)
+"""
+
+
+def test_accelerate_env_huggingface_accelerate_1048() -> None:
+    """huggingface/accelerate#1048: `accelerate env`: Python's platform string (the machine and
+    its glibc), torch with its local label and torch.cuda.is_available() in parentheses."""
+    doc = facts(ACCELERATE_1048)
+    assert doc["platform"] == "linux-x86_64" and doc["glibc"] == "2.27"
+    assert doc["torch"] == "1.12.1+cu116" and doc["torch_cuda"] == "11.6"
+    assert doc["python"] == "3.9.16" and "errors" not in doc
+
+
+def test_env_with_gpu_false_is_cuda_unavailable() -> None:
+    doc = facts(ACCELERATE_1048.replace("1.12.1+cu116 (True)", "2.0.1+cpu (False)"))
+    assert doc["torch_cuda"] is None and "cuda_unavailable" in doc["errors"]
+
+
+def test_deepspeed_cpu_accelerator_warning_is_cuda_unavailable() -> None:
+    """index-tts/index-tts#295: DeepSpeed's "Setting accelerator to CPU. If you have GPU or
+    other accelerator, we were unable to detect it." (accelerator/real_accelerator.py from
+    0.14.1: torch.cuda.is_available() was False)."""
+    doc = facts("如果控制台输出前几行出现Setting accelerator to CPU. If you have GPU or other "
+                "accelerator, we were unable to detect it.")
+    assert "cuda_unavailable" in doc["errors"]

@@ -197,3 +197,12 @@ def test_pip_requires_python_admitting_the_stated_python_says_nothing(diagnose) 
                  "python version: 1.7.1 Requires-Python >=3.7,<3.10\nERROR: No matching "
                  "distribution found for numba==1.8.0")
     assert "python_unsupported" not in [f.kind for f in d.findings]
+
+
+def test_a_pasted_error_no_finding_explains_is_not_no_problems(diagnose) -> None:
+    # index-tts/index-tts#295: DeepSpeed fell back to its CPU accelerator; nothing else pasted
+    d = diagnose("Setting accelerator to CPU. If you have GPU or other accelerator, we were "
+                 "unable to detect it.")
+    assert not d.findings and [n.fact for n in d.needs] == ["torch_cuda"]
+    assert d.verdict().startswith("not explained: the facts given do not say why")
+    assert "no problems found" not in d.verdict()

@@ -182,8 +182,11 @@ class _CompilerStd:
 
 
 _STD_FLAG = _CompilerStd()
+# DeepSpeed (accelerator/real_accelerator.py, 0.14.1 on) falls back to its CPU accelerator with
+# the warning below when torch has no usable CUDA device (or cannot be imported)
 _UNAVAILABLE = re.compile(r"Is CUDA available:\s*False\b|cuda\.is_available\(\)\W{0,3}"
-                          r"(?:\w+\s){0,2}\W{0,3}False\b", re.I)
+                          r"(?:\w+\s){0,2}\W{0,3}False\b|Setting accelerator to CPU\. If you have "
+                          r"GPU or other accelerator, we were unable to detect it", re.I)
 _STD_FUNCTION = re.compile(r"std_function\.h:\d+:\d+: error: parameter packs not expanded with",
                            re.I)
 _PYTHON_H = re.compile(r"\bPython\.h:\s*No such file or directory", re.I)

@@ -30,6 +30,12 @@ _FIELD = re.compile(r"^(OS|Operating system|Platform|PyTorch(?: Version| version
                     r"\s*(?:\([^)]*\))?\s*[:=]\s*(.+)$", re.I)
 _COUNTED = re.compile(r"^(?:(\d+)\s*[x×]\s*(.+)|(.+?)\s*[x×]\s*(\d+))$", re.I)
 _WINDOWS = re.compile(r"\bWindows\b", re.I)
+# `transformers-cli env` / `accelerate env`: "PyTorch version (GPU?): 2.0.1+cu118 (True)", the
+# second value torch.cuda.is_available(); "Platform: Linux-5.15.0-76-generic-x86_64-with-
+# glibc2.35" (Python's platform.platform(): the machine and the C library it runs on)
+_GPU_AVAILABLE = re.compile(r"\((True|False)\)\s*$", re.I)
+_PLATFORM = re.compile(r"^(Linux|macOS)-\S*?-(x86_64|aarch64|arm64)(?:\S*?-with-glibc(\d+\.\d+))?",
+                       re.I)
 _WSL2 = re.compile(r"\bWSL ?2\b", re.I)
 
 
@@ -57,9 +63,21 @@ def _field(line: Line, label: str, value: str) -> list[Extracted]:
             out.append(fact(line, "platform", "wsl2", FORMAT))
         elif _WINDOWS.search(value):
             out.append(fact(line, "platform", "windows", FORMAT))
+        elif label == "platform":
+            out.extend(_python_platform(line, value))
         return out
     if label.startswith(("pytorch", "torch")) and first and not value.startswith("["):
-        return [fact(line, "torch", first, FORMAT)]
+        out = [fact(line, "torch", first, FORMAT)]
+        local = re.search(r"\+(cu(\d+)|cpu)$", first)
+        if local:
+            cuda = local.group(2)
+            out.append(fact(line, "torch_cuda", f"{cuda[:-1]}.{cuda[-1]}" if cuda else None,
+                            FORMAT, note=f"the local label +{local.group(1)}"))
+        gpu = _GPU_AVAILABLE.search(value)
+        if gpu and gpu.group(1).lower() == "false":  # transformers' / accelerate's env
+            out.append(fact(line, "errors.cuda_unavailable", line.source[:300], FORMAT,
+                            note="\"(GPU?) … (False)\": torch.cuda.is_available() is False"))
+        return out
     if label.startswith("python") and first:
         return [fact(line, "python", first, FORMAT)]
     if label.startswith("deepspeed") and first:
@@ -100,3 +118,18 @@ def _gpus(line: Line, value: str) -> list[Extracted]:
         return []
     gpus = tuple({"name": name, "compute_capability": None} for _ in range(count))
     return [fact(line, "gpus", gpus, FORMAT)]
+
+
+def _python_platform(line: Line, value: str) -> list[Extracted]:
+    """Python's platform.platform() string: the platform and, on Linux, glibc."""
+    m = _PLATFORM.match(value)
+    if m is None:
+        return []
+    system, arch = m.group(1).lower(), m.group(2).lower()
+    if system == "macos":
+        return [fact(line, "platform", "macos-arm64", FORMAT)] if arch == "arm64" else []
+    out = [fact(line, "platform", f"linux-{'aarch64' if arch == 'arm64' else arch}", FORMAT)]
+    if m.group(3):
+        out.append(fact(line, "glibc", m.group(3), FORMAT, note="platform.platform()'s "
+                        "'-with-glibc' part"))
+    return out
