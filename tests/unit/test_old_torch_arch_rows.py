@@ -1,7 +1,8 @@
-"""The curated rows of torch 1.8 … 1.12 (matrix/curated/torch.toml, issue 38 part 3) agree with
+"""The curated rows of torch 1.0 … 1.12 (matrix/curated/torch.toml, issue 38 part 3) agree with
 what their notes quote from the sources they cite (a PyPI wheel's CUDAConfig.h line, or the
-pytorch/builder arm), every release 1.8.0 … 1.12.1 has PyPI's default build among the doctor's
-reference builds, and the real matrix judges the issue's two cases."""
+pytorch/builder arm), every release 1.0.0 … 1.12.1 has PyPI's default build (the CUDA its
+wheel's torch/version.py names) among the doctor's reference builds, and the real matrix judges
+the issue's two cases."""
 
 from __future__ import annotations
 
@@ -19,11 +20,16 @@ from envgen.facts import load_facts
 from envgen.harvest.torch_archs import archs_from_config
 
 ROOT = Path(__file__).resolve().parents[2]
-# the Linux x86_64 releases the issue asks for (PyPI's torch release history, 1.8.0 … 1.12.1)
-RELEASES = ("1.8.0", "1.8.1", "1.9.0", "1.9.1", "1.10.0", "1.10.1", "1.10.2", "1.11.0",
-            "1.12.0", "1.12.1")
+# the Linux x86_64 releases the issue asks for (PyPI's torch release history, 1.0.0 … 1.12.1)
+# → the CUDA of PyPI's default build (torch/version.py of its manylinux1_x86_64 wheel)
+PYPI_CUDA = {"1.0.0": "9.0", "1.0.1": "9.0", "1.1.0": "9.0", "1.2.0": "10.0", "1.3.0": "10.1",
+             "1.3.1": "10.1", "1.4.0": "10.1", "1.5.0": "10.2", "1.5.1": "10.2", "1.6.0": "10.2",
+             "1.7.0": "10.2", "1.7.1": "10.2", "1.8.0": "10.2", "1.8.1": "10.2", "1.9.0": "10.2",
+             "1.9.1": "10.2", "1.10.0": "10.2", "1.10.1": "10.2", "1.10.2": "10.2",
+             "1.11.0": "10.2", "1.12.0": "10.2", "1.12.1": "10.2"}
+RELEASES = tuple(PYPI_CUDA)
 _FLAGS = re.compile(r'#define NVCC_FLAGS_EXTRA "[^"]*"')
-_ARM = re.compile(r'base "([0-9.;]+)", arm (\S+) (?:appends "([0-9.;]+)"|keeps it)')
+_ARM = re.compile(r'base "([0-9.;+PTX]+)", arm (\S+) (?:appends "([0-9.;+PTX]+)"|keeps it)')
 
 
 def _old_rows() -> list[dict]:
@@ -33,7 +39,12 @@ def _old_rows() -> list[dict]:
 
 
 def _sm(value: str) -> list[str]:
-    return [f"sm_{item.replace('.', '')}" for item in value.split(";")]
+    return [f"sm_{item.removesuffix('+PTX').replace('.', '')}" for item in value.split(";")]
+
+
+def _ptx(value: str) -> list[str]:
+    return [f"compute_{item.removesuffix('+PTX').replace('.', '')}" for item in value.split(";")
+            if item.endswith("+PTX")]
 
 
 def quoted(note: str) -> tuple[list[str], list[str]] | None:
@@ -45,7 +56,9 @@ def quoted(note: str) -> tuple[list[str], list[str]] | None:
         return read["sm"], read["ptx"]
     arm = _ARM.search(note)
     if arm:
-        return sorted(_sm(arm[1]) + (_sm(arm[3]) if arm[3] else []), key=lambda a: int(a[3:])), []
+        added = arm[3] or ""
+        return (sorted(_sm(arm[1]) + (_sm(added) if added else []), key=lambda a: int(a[3:])),
+                _ptx(arm[1]) + (_ptx(added) if added else []))
     return None
 
 
@@ -55,6 +68,8 @@ def test_the_quote_reader_reads_both_forms():
     assert quoted('base "3.7;5.0", arm 11.[12] appends "8.0;8.6".') == (
         ["sm_37", "sm_50", "sm_80", "sm_86"], [])
     assert quoted('base "3.7;5.0", arm 10.* keeps it.') == (["sm_37", "sm_50"], [])
+    assert quoted('base "3.5;5.0+PTX", arm 9.0 appends "6.0;7.0".') == (
+        ["sm_35", "sm_50", "sm_60", "sm_70"], ["compute_50"])
     assert quoted("no quote") is None
 
 
@@ -84,7 +99,7 @@ def real():
 def test_every_release_has_its_pypi_build_and_no_silent_arch_list(real):
     for v in RELEASES:
         builds = [b for b in real.reference_builds if b.version == v]
-        assert [b.cuda for b in builds if b.index == "pypi"] == ["10.2"], v
+        assert [b.cuda for b in builds if b.index == "pypi"] == [PYPI_CUDA[v]], v
         assert all(b.archs is not None or b.archs_unknown for b in builds), v
     assert not [b for b in real.torch_builds if b.version in RELEASES]  # never candidates
 
@@ -101,3 +116,14 @@ def test_the_real_matrix_judges_the_issues_cases(real, torch, cuda, gpu, flagged
     if found:
         assert "files.pythonhosted.org" in found[0].source
     assert not [c for c in d.coverage if "older than the first" in c.note]
+
+
+def test_each_old_variants_row_cites_the_wheel_its_pypi_field_was_read_from():
+    doc = tomllib.loads((ROOT / "matrix" / "curated" / "torch.toml").read_text())
+    rows = {r["torch"]: r for r in doc["variants"] if r["torch"] in PYPI_CUDA}
+    assert set(rows) == set(PYPI_CUDA)  # every release has its row
+    for v, row in rows.items():
+        assert row["pypi"] == PYPI_CUDA[v] and row["pypi"] in row["cuda"], v
+        assert f"/torch-{v}-cp" in row["source"] and "files.pythonhosted.org" in row["source"], v
+        read = re.search(r"\(__version__ = [^,]+, cuda = ([0-9.]+)\)", row["note"])
+        assert read and ".".join(read[1].split(".")[:2]) == row["pypi"], v
