@@ -7,10 +7,12 @@ decide what was not judged, it is asked for (``ctx.need``). Ranges checked:
 
 - torch: a nightly, dev or local build (``2.1.0.dev20230519``, ``2.1.0a0+32f93b1``,
   ``1.8.0+git1234``), a release older (or newer) than the matrix's torch builds (the harvested
-  ones and, before them, the reference builds of 1.8 … 1.12 from curated rows), or a
+  ones and, before them, the reference builds of 1.0 … 1.12 from curated rows), or a
   release / CUDA the matrix has no build of: the rules that look up its build did not run;
   a reference build: what only its wheels would tell (headers, pins, Python tags) was not
-  judged; a build whose GPU arch list is unknown, with GPUs named: whether it runs on them;
+  judged; an old release that named no CUDA, judged as PyPI's default build of it: its CUDA
+  is asked for; a build whose GPU arch list is unknown, with GPUs named: whether it runs on
+  them;
 - the CUDA torch was built with, against the driver floors (curated/cuda.toml ``[[toolkit]]``,
   judged by rules_cuda.driver_too_old): a CUDA older than the first floor is a note;
 - nvcc older than the matrix's first toolkit (its host-compiler ceiling was not checked);
@@ -97,6 +99,11 @@ def _build(ctx: Context, out: list[Coverage]) -> None:
                             "archs from curated rows (curated/torch.toml), not its wheels, so the "
                             "rules that read a wheel (C++ standard, bundled NCCL, Python tags) "
                             "were not applied"))
+    if ctx.assumed_build is not None:
+        ctx.need("torch_cuda", f"torch {ctx.s.torch} names no CUDA: it was judged as PyPI's "
+                 f"default build of {ctx.s.torch} (CUDA {ctx.assumed_build.cuda}), what `pip "
+                 f"install torch=={ctx.s.torch}` installs; a conda or +cuXYZ build may be built "
+                 "with another CUDA", '`python -c "import torch; print(torch.version.cuda)"`')
     if build.cuda and build.archs is None and ctx.gpu_archs and \
             not known(ctx.s.torch_arch_list):
         why = build.archs_unknown or "no source in the matrix states it"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 from envgen.doctor.catalog import Catalog
 from envgen.doctor.context import (
@@ -25,7 +26,7 @@ from envgen.doctor.context import (
 )
 from envgen.doctor.findings import Diagnosis, ordered
 from envgen.doctor.snapshot import UNKNOWN, Snapshot
-from envgen.facts.model import Facts
+from envgen.facts.model import Facts, TorchBuild
 from envgen.versions import dotted_key
 
 
@@ -61,6 +62,30 @@ def complete(snapshot: Snapshot) -> Snapshot:
     return snapshot
 
 
+_CONDA_TORCH = ("pytorch", "cudatoolkit", "pytorch-cuda")  # conda's names: another build
+
+
+def pypi_reference_build(snapshot: Snapshot, facts: Facts) -> TorchBuild | None:
+    """The build an old torch that names no CUDA is judged as: PyPI's default build of its
+    release (``pip install torch==X`` installs it), for releases older than the harvest only
+    (curated/torch.toml ``pypi``, ``Facts.reference_builds``). None when torch's CUDA is known,
+    the version has a local tag, the snapshot shows conda's torch or a platform other than
+    Linux x86_64, or the release has no such build."""
+    torch = snapshot.torch
+    if snapshot.torch_cuda is not UNKNOWN or not known(torch) or "+" in torch:
+        return None
+    packages = snapshot.packages if known(snapshot.packages) else {}
+    if any(name in packages for name in _CONDA_TORCH):
+        return None
+    platform = snapshot.platform if known(snapshot.platform) else None
+    os_text = str(snapshot.os).lower() if known(snapshot.os) else ""
+    if platform not in (None, "linux-x86_64") or any(
+            w in os_text for w in ("windows", "macos", "darwin", "mac os")):
+        return None
+    return next((b for b in facts.reference_builds if b.version == torch
+                 and b.index == "pypi" and b.platform == "linux-x86_64" and b.cuda), None)
+
+
 def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
           frameworks: Iterable[str] = (), ops: Iterable[str] = (), python: str = "python",
           origin: str = "live", index_urls: dict[str, str] | None = None) -> Diagnosis:
@@ -78,8 +103,13 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
     names = frameworks_of(snapshot, frameworks)
     judged_names = {n: v for n, v in names.items()
                     if any(r.framework == n for r in facts.frameworks)}
-    ctx = Context(snapshot=snapshot, facts=facts, catalog=catalog, frameworks=judged_names,
-                  ops=tuple(ops), python=python, index_urls=dict(index_urls or {}))
+    # an old torch naming no CUDA is judged as PyPI's build of it; the diagnosis keeps the
+    # snapshot as stated, and coverage asks for torch's CUDA (Context.assumed_build)
+    assumed = pypi_reference_build(snapshot, facts)
+    judged_snapshot = replace(snapshot, torch_cuda=assumed.cuda) if assumed else snapshot
+    ctx = Context(snapshot=judged_snapshot, facts=facts, catalog=catalog,
+                  frameworks=judged_names, ops=tuple(ops), python=python,
+                  index_urls=dict(index_urls or {}), assumed_build=assumed)
     for name, version in judged_names.items():
         if version is not None and not ctx.releases(name):
             known_versions = sorted((r.version for r in facts.frameworks if r.framework == name),

@@ -11,10 +11,10 @@
   ``[[index_builds]]`` rows (``pins_from = "curated"``; ``"unknown"`` when no row states them);
   each pin such a build is left without carries why (``pins_unknown``: the row's ``unknown``
   reason, else that no row states it).
-- ``[[variants]]`` rows of releases older than every harvested one (1.8 … 1.12, which the harvest
+- ``[[variants]]`` rows of releases older than every harvested one (1.0 … 1.12, which the harvest
   does not reach) become *reference builds* instead: kept apart from the candidates
   (``Facts.reference_builds``), with no Python tags or pins, the ``pypi`` variant as the
-  release's PyPI build, so that the doctor can judge an old report by their GPU archs.
+  release's PyPI build, so that the doctor can judge an old report by their GPU archs and CUDA.
 - The GPU archs each build was compiled for come from curated ``[[archs]]`` rows (or, where a
   row says the list could not be read, why it is unknown); the glibc a
   wheel really needs, where it is newer than its tag claims, from ``[[real_glibc]]``.

@@ -1,8 +1,10 @@
-"""torch 1.8 … 1.12 (issue 38 part 3): releases older than the harvested builds are judged by
+"""torch 1.0 … 1.12 (issue 38 part 3): releases older than the harvested builds are judged by
 their reference builds (curated/torch.toml [[variants]] / [[archs]] rows, Facts.reference_builds)
 instead of a "older than the first build" coverage note; they never become resolver candidates.
-Runs on the fixture matrix (harvested builds from 1.13.1; reference rows for 1.8.0, 1.8.1, 1.10.1)
-and on the text of a real report of the dev corpus."""
+An old release that names no CUDA (a bare "1.3.0") is judged as PyPI's default build of it, and
+the doctor asks for torch's CUDA. Runs on the fixture matrix (harvested builds from 1.13.1;
+reference rows for 1.8.0, 1.8.1, 1.10.1) and on the text of real reports of the dev corpus
+(the real matrix where the fixture lacks the release)."""
 
 from __future__ import annotations
 
@@ -11,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from envgen.doctor.catalog import load_catalog
-from envgen.doctor.judge import judge
-from envgen.doctor.snapshot import Snapshot
+from envgen.doctor.judge import judge, pypi_reference_build
+from envgen.doctor.reports import parse_report
+from envgen.doctor.snapshot import UNKNOWN, Snapshot
 from envgen.errors import DataError, InfeasibleError
 from envgen.facts import load_facts
 from envgen.resolve import Request, resolve
@@ -123,3 +126,83 @@ def test_the_whole_real_report_still_names_the_arch(diagnose):
     d = diagnose((CORPUS / "pytorch-57922.txt").read_text(encoding="utf-8"))
     assert gpu_findings(d)
     assert "older than the first torch build" not in notes(d)
+
+
+# ---------------------------------------------------------------- a bare old release: PyPI's build
+
+REAL = ROOT / "matrix"
+
+
+@pytest.fixture(scope="module")
+def real():
+    return load_facts(REAL), load_catalog(REAL)
+
+
+def driver_findings(d):
+    return [f for f in d.findings if f.kind == "driver_too_old"]
+
+
+def test_pytorch_31243_is_judged_against_the_cuda_of_1_3_0s_pypi_build(real):
+    """pytorch/pytorch#31243 (dev set): `pip install torch===1.3.0 … -f …/torch_stable.html`
+    and driver 410.48 in a reply. torch names no CUDA; PyPI's 1.3.0 wheel (what that command
+    installs, curated `pypi = "10.1"`) is built with CUDA 10.1, which needs 418.39, as the
+    maintainer answered. Before the 1.0 … 1.7 rows the doctor could only ask for torch's CUDA."""
+    facts, catalog = real
+    text = (CORPUS / "pytorch-31243.txt").read_text(encoding="utf-8")
+    d = judge(parse_report(text).snapshot, facts, catalog, origin="report")
+    [found] = driver_findings(d)
+    assert found.evidence == {"driver": "410.48", "torch_cuda": "10.1", "needs": "418.39"}
+    assert "older than the 418.39 CUDA 10.1 needs" in found.summary
+    need = next(n for n in d.needs if n.fact == "torch_cuda")
+    assert "judged as PyPI's default build of 1.3.0 (CUDA 10.1)" in need.why
+    assert "torch.version.cuda" in need.how
+    assert d.snapshot.torch_cuda is UNKNOWN  # the diagnosis shows what the report stated
+    assert "older than the first torch build" not in notes(d)
+    assert "older than the harvested torch builds" in notes(d)
+
+
+def test_a_stated_cuda_is_never_replaced(real):
+    """The same torch and driver with torch's CUDA stated (conda's cudatoolkit 10.0 build):
+    410.48 meets CUDA 10.0's floor; nothing is assumed, nothing asked."""
+    facts, catalog = real
+    d = judge(Snapshot.from_dict({"torch": "1.3.0", "torch_cuda": "10.0", "driver": "410.48"}),
+              facts, catalog)
+    assert not driver_findings(d)
+    assert not [n for n in d.needs if n.fact == "torch_cuda"]
+
+
+@pytest.mark.parametrize("snapshot", [
+    {"torch": "1.3.0+cu92", "driver": "410.48"},  # the tag names the build (CUDA 9.2)
+    {"torch": "1.3.0", "driver": "410.48", "packages": {"pytorch": "1.3.0",
+                                                         "cudatoolkit": "10.0.130"}},  # conda
+    {"torch": "1.3.0", "driver": "410.48", "platform": "windows"},
+    {"torch": "2.1.0", "driver": "410.48"},  # harvested releases: unchanged
+], ids=["local-tag", "conda", "windows", "harvested"])
+def test_no_pypi_build_is_assumed(real, snapshot):
+    facts, _ = real
+    assert pypi_reference_build(Snapshot.from_dict(snapshot), facts) is None
+
+
+@pytest.mark.parametrize(("torch", "cuda", "driver", "needs"), [
+    ("1.0.1", "9.0", "384.81", None),       # CUDA 9.0's floor met
+    ("1.0.1", "9.0", "375.26", "384.81"),
+    ("1.2.0", "10.0", "396.26", "410.48"),
+    ("1.4.0", "10.1", "410.48", "418.39"),
+    ("1.7.1", "10.2", "418.67", "440.33"),
+])
+def test_each_old_pypi_build_names_its_cuda_floor(real, torch, cuda, driver, needs):
+    facts, catalog = real
+    d = judge(Snapshot.from_dict({"torch": torch, "driver": driver}), facts, catalog)
+    found = driver_findings(d)
+    assert [f.evidence["needs"] for f in found] == ([needs] if needs else [])
+    assert f"(CUDA {cuda})" in next(n.why for n in d.needs if n.fact == "torch_cuda")
+
+
+def test_the_real_matrix_has_the_floors_of_cuda_8_and_9(real):
+    """curated/cuda.toml: NVIDIA's table rows for the CUDAs of torch 1.0 … 1.7's variants."""
+    floors = real[0].driver_floors
+    assert {c: floors[c].min_driver for c in ("8.0", "9.0", "9.2")} == {
+        "8.0": "375.26", "9.0": "384.81", "9.2": "396.26"}
+    cudas = {b.cuda for b in real[0].reference_builds}
+    assert cudas <= set(floors), cudas - set(floors)  # every reference build's CUDA has one
+
