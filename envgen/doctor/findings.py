@@ -150,11 +150,12 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "no_nvcc": ("nvcc_missing",),
     "nccl_shm": ("shm_too_small",),
     "python_requires": ("python_unsupported",),
+    "nccl_symbol": ("nccl_mismatch",),
 }
 # errors met when the program runs (import, launch), not when an op is compiled
-RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "nccl_shm", "driver_old", "cuda_unavailable",
-                            "gpu_capability", "no_kernel", "requirement", "torch_cpu",
-                            "torch_abi"})
+RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "nccl_shm", "nccl_symbol", "driver_old",
+                            "cuda_unavailable", "gpu_capability", "no_kernel", "requirement",
+                            "torch_cpu", "torch_abi"})
 # kinds that only break compiling ops (setup.py, JIT builds): after the run-time ones when the
 # pasted error is a run-time one
 BUILD_KINDS = frozenset({

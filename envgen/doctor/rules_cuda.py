@@ -464,6 +464,22 @@ def nccl_mismatch(ctx: Context) -> None:
                         fix=f"take that NCCL out of {via} so torch loads the one it was built "
                             "with",
                         command=command)
+    line = (s.errors if known(s.errors) else {}).get("nccl_symbol")
+    if line and len(wheels) <= 1 and not any(f.kind == "nccl_mismatch" for f in ctx.findings):
+        wheel = f"nvidia-nccl-cu{torch_cuda.split('.')[0]}" if torch_cuda else None
+        pin = build.nccl if build is not None and build.nccl else None
+        ctx.finding("nccl_mismatch",
+                    "torch's own library misses an NCCL symbol: the libnccl.so.2 the loader "
+                    "took is not the NCCL torch was built with",
+                    evidence={"error": line[:200], "torch": s.torch if known(s.torch) else None,
+                              "torch_pins": pin},
+                    fix="find the other NCCL: a second nvidia-nccl wheel (`pip list | grep -i "
+                        "nccl`), or a system libnccl on LD_LIBRARY_PATH / LD_PRELOAD; keep only "
+                        "the NCCL wheel torch pins"
+                        + (f" ({wheel}=={pin})" if wheel and pin else ""),
+                    command=ctx.pip("install", "--force-reinstall", "--no-deps",
+                                    f"{wheel}=={pin}") if wheel and pin else None,
+                    severity="error")
     if build is not None and build.nccl and torch_nccl and _mm(build.nccl) != _mm(torch_nccl) \
             and len(wheels) <= 1:
         ctx.finding("nccl_mismatch",

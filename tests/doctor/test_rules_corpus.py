@@ -206,3 +206,24 @@ def test_a_pasted_error_no_finding_explains_is_not_no_problems(diagnose) -> None
     assert not d.findings and [n.fact for n in d.needs] == ["torch_cuda"]
     assert d.verdict().startswith("not explained: the facts given do not say why")
     assert "no problems found" not in d.verdict()
+
+
+def test_missing_cuda_exception_names_nvcc_missing(diagnose) -> None:
+    # deepspeedai/DeepSpeed#7616: pip install deepspeed with --no-build-isolation, no CUDA_HOME
+    d = diagnose("deepspeed 0.17.6\n>>> print(torch.__version__)\n2.8.0+cu128\n"
+                 "    raise MissingCUDAException(\"CUDA_HOME does not exist, unable to compile CUDA "
+                 "op(s)\")\nop_builder.builder.MissingCUDAException: CUDA_HOME does not exist, "
+                 "unable to compile CUDA op(s)")
+    first = d.findings[0]
+    assert first.kind == "nvcc_missing" and "MissingCUDAException" in first.explains
+    assert "torch's CUDA 12.8" in first.summary
+
+
+def test_an_nccl_symbol_torch_misses_names_nccl_mismatch(diagnose) -> None:
+    # pytorch/pytorch#119932: torch's own libtorch_cuda.so and another package's NCCL
+    d = diagnose("torch 2.2.0+cu121\nImportError: /home/user/.local/lib/python3.10/site-packages/"
+                 "torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister")
+    first = d.findings[0]
+    assert first.kind == "nccl_mismatch" and first.severity == "error"
+    assert "ncclCommRegister" in first.explains
+    assert "LD_LIBRARY_PATH" in first.fix

@@ -76,6 +76,9 @@ _DS_CUDA = re.compile(r"Installed CUDA version (\d+\.\d+) does not match the ver
 _TORCH_CUDA = re.compile(r"The detected CUDA version \((\d+\.\d+)\) mismatches the version that "
                          r"was used to compile\s*PyTorch \((\d+\.\d+)\)")
 _LIBAIO_H = re.compile(r"fatal error: libaio\.h: No such file or directory")
+# DeepSpeed's MissingCUDAException: torch found no CUDA_HOME (no variable, no nvcc on PATH, no
+# /usr/local/cuda); torch's own "CUDA_HOME environment variable is not set" says the same
+_MISSING_CUDA = re.compile(r"CUDA_HOME does not exist, unable to compile CUDA op", re.I)
 _NINJA = re.compile(r"Ninja is required to load C\+\+ extensions")
 _NO_CUDA_HOME = re.compile(r"CUDA_HOME environment variable is not set")
 _CUDA_HOME = re.compile(r"No CUDA runtime is found, using CUDA_HOME='([^']+)'")
@@ -274,8 +277,10 @@ def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
         return [fact(line, "libaio.headers", False, FORMAT)], "libaio_h"
     if _NINJA.search(text):
         return [fact(line, "ninja", None, FORMAT, note="torch found no ninja binary")], "ninja"
-    if _NO_CUDA_HOME.search(text):
-        return [fact(line, "cuda_home", None, FORMAT)], None
+    if _NO_CUDA_HOME.search(text) or _MISSING_CUDA.search(text):
+        return [fact(line, "cuda_home", None, FORMAT),
+                fact(line, "nvcc", None, FORMAT, note="torch found no CUDA_HOME: no variable, "
+                     "no nvcc on PATH, no /usr/local/cuda")], "no_nvcc"
     home = _CUDA_HOME.search(text)
     if home:
         return [fact(line, "cuda_home", home.group(1), FORMAT)], None
@@ -292,8 +297,9 @@ def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
         library, symbol = undefined
         path = library.replace("\\", "/")
         ours = "/torch/lib/" in path or "/torch/_C" in path  # torch's own libraries
-        return [fact(line, f"import_errors.{module_of(library)}", symbol, FORMAT)], \
-            "torch_abi" if _TORCH_SYMBOL.search(symbol) and not ours else None
+        error = ("torch_abi" if _TORCH_SYMBOL.search(symbol) and not ours else
+                 "nccl_symbol" if ours and symbol.startswith("undefined symbol: nccl") else None)
+        return [fact(line, f"import_errors.{module_of(library)}", symbol, FORMAT)], error
     missing = _NO_MODULE.search(text)
     if missing:
         return [fact(line, f"import_errors.{missing.group(1)}",
