@@ -15,6 +15,9 @@
   does not reach) become *reference builds* instead: kept apart from the candidates
   (``Facts.reference_builds``), with no Python tags or pins, the ``pypi`` variant as the
   release's PyPI build, so that the doctor can judge an old report by their GPU archs and CUDA.
+- ``[[pypi_windows]]`` rows with wheels become PyPI's Windows builds (``Facts.windows_builds``,
+  platform ``windows-x86_64``, ``cuda`` None for a CPU-only build): what the doctor judges a
+  bare torch version on Windows by; never candidates.
 - The GPU archs each build was compiled for come from curated ``[[archs]]`` rows (or, where a
   row says the list could not be read, why it is unknown); the glibc a
   wheel really needs, where it is newer than its tag claims, from ``[[real_glibc]]``.
@@ -195,6 +198,15 @@ def reference_builds(doc: dict[str, Any], builds: list[TorchBuild]) -> list[Torc
                     index="pypi" if pypi else f"pytorch-{tag}", curated=True,
                     sources=(Source(url=str(row["source"])),)))
     return [_finish_build(doc, b, {}) for b in out]
+
+
+def windows_builds(doc: dict[str, Any]) -> list[TorchBuild]:
+    """PyPI's win_amd64 build of each release that has one (``[[pypi_windows]]`` rows with
+    ``wheels = true``; ``cuda`` None where the row names none: a CPU-only build)."""
+    return [TorchBuild(version=str(r["torch"]), cuda=r.get("cuda"), platform="windows-x86_64",
+                       python=(), glibc=None, index="pypi", curated=True,
+                       sources=(Source(url=str(r["source"])),))
+            for r in doc.get("pypi_windows", []) if r.get("wheels")]
 
 
 def driver_floors(doc: dict[str, Any]) -> dict[str, DriverFloor]:

@@ -259,6 +259,9 @@ class Facts:
     # torch builds of releases older than every harvested one, known only from curated
     # [[variants]] / [[archs]] rows: what the doctor judges old reports by; never candidates
     reference_builds: tuple[TorchBuild, ...] = ()
+    # PyPI's win_amd64 build of each release (curated [[pypi_windows]], cuda None: CPU-only):
+    # what the doctor judges a bare torch on Windows by; never candidates
+    windows_builds: tuple[TorchBuild, ...] = ()
 
     def arch_for(self, arch: str, cuda: str) -> tuple[str, ArchRename | None]:
         """``arch`` as CUDA ``cuda`` names it ("sm_101" → "sm_110" from 13.0 on), and the rename

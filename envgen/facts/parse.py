@@ -28,6 +28,7 @@ from envgen.facts.derive import (
     attach_drivers,
     driver_floors,
     reference_builds,
+    windows_builds,
 )
 from envgen.facts.locate import CURATED, HARVESTED, OPTIONAL, OPTIONAL_HARVESTED, REGENERATE
 from envgen.facts.model import (
@@ -276,6 +277,12 @@ def _semantics(file: str, doc: dict, errors: list[SchemaError], problems: _Probl
             if "pypi" in r and r["pypi"] not in r.get("cuda", []):
                 s.problems.at(s.file, path, f"pypi {r['pypi']!r} is not one of its cuda "
                               "variants", s.doc)
+        for path, r in s.rows("pypi_windows"):
+            s.version(r, path, "torch")
+            if r.get("wheels") is False and ("cuda" in r or "version" in r):
+                s.problems.at(s.file, path, "wheels = false: no wheel to read a cuda or version "
+                              "from", s.doc)
+        s.unique(("pypi_windows",), ("torch",))
         for path, r in s.rows("index_glibc"):
             s.spec(r, path, "torch")
         for path, r in s.rows("bundled_nccl"):
@@ -511,6 +518,7 @@ def read_facts(matrix_dir: Path, harvested: Path,
         facts = Facts(
             torch_builds=tuple(builds),
             reference_builds=tuple(reference_builds(docs["torch.toml"], harvested)),
+            windows_builds=tuple(windows_builds(docs["torch.toml"])),
             frameworks=tuple(_frameworks(docs["frameworks.json"]["releases"])),
             toolkits=attach_drivers(_toolkits(docs["cuda.json"]["toolkits"]),
                                     docs["cuda.toml"], problems),
