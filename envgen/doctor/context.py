@@ -53,8 +53,9 @@ class Context:
     findings: list[Finding] = field(default_factory=list)
     needs: list[Need] = field(default_factory=list)
     made: dict[str, Request] = field(default_factory=dict)  # `envgen make …` → its request
-    # the reference build whose CUDA the snapshot's torch_cuda was taken from: an old torch
-    # release that named no CUDA, judged as PyPI's default build of it (judge.py)
+    # the build whose CUDA the snapshot's torch_cuda was taken from: an old torch release that
+    # named no CUDA, judged as PyPI's default build of it, or a bare torch on Windows, judged
+    # as PyPI's win_amd64 build (platform "windows-x86_64", CPU-only) (judge.py)
     assumed_build: TorchBuild | None = None
 
     # ---------------------------------------------------------------- reporting

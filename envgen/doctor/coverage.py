@@ -10,9 +10,9 @@ decide what was not judged, it is asked for (``ctx.need``). Ranges checked:
   ones and, before them, the reference builds of 1.0 … 1.12 from curated rows), or a
   release / CUDA the matrix has no build of: the rules that look up its build did not run;
   a reference build: what only its wheels would tell (headers, pins, Python tags) was not
-  judged; an old release that named no CUDA, judged as PyPI's default build of it: its CUDA
-  is asked for; a build whose GPU arch list is unknown, with GPUs named: whether it runs on
-  them;
+  judged; an old release that named no CUDA, judged as PyPI's default build of it, or a bare
+  version on Windows, judged as PyPI's (CPU-only) Windows build: its CUDA is asked for; a
+  build whose GPU arch list is unknown, with GPUs named: whether it runs on them;
 - the CUDA torch was built with, against the driver floors (curated/cuda.toml ``[[toolkit]]``,
   judged by rules_cuda.driver_too_old): a CUDA older than the first floor is a note;
 - nvcc older than the matrix's first toolkit (its host-compiler ceiling was not checked);
@@ -75,6 +75,9 @@ def _torch(ctx: Context, out: list[Coverage]) -> None:
         out.append(Coverage("torch", f"torch {torch} is newer than the last torch build the "
                             f"matrix knows ({versions[-1]}): the rules that look up its build "
                             "were not applied (`envgen matrix update --write` for newer data)"))
+    elif ctx.assumed_build is not None and ctx.assumed_build.platform == "windows-x86_64":
+        _assumed(ctx)  # PyPI's Windows build: the matrix's Linux builds are not it
+        return
     elif not ctx.torch_builds:
         cuda = ctx.s.torch_cuda
         built = ("for CUDA " + cuda if cuda else "CPU-only" if cuda is None else "")
@@ -99,11 +102,7 @@ def _build(ctx: Context, out: list[Coverage]) -> None:
                             "archs from curated rows (curated/torch.toml), not its wheels, so the "
                             "rules that read a wheel (C++ standard, bundled NCCL, Python tags) "
                             "were not applied"))
-    if ctx.assumed_build is not None:
-        ctx.need("torch_cuda", f"torch {ctx.s.torch} names no CUDA: it was judged as PyPI's "
-                 f"default build of {ctx.s.torch} (CUDA {ctx.assumed_build.cuda}), what `pip "
-                 f"install torch=={ctx.s.torch}` installs; a conda or +cuXYZ build may be built "
-                 "with another CUDA", '`python -c "import torch; print(torch.version.cuda)"`')
+    _assumed(ctx)
     if build.cuda and build.archs is None and ctx.gpu_archs and \
             not known(ctx.s.torch_arch_list):
         why = build.archs_unknown or "no source in the matrix states it"
@@ -112,6 +111,24 @@ def _build(ctx: Context, out: list[Coverage]) -> None:
                             f"for are not known ({why}): whether it runs on {gpus} was not "
                             "judged"))
         ctx.need(*_ARCH_LIST)
+
+
+def _assumed(ctx: Context) -> None:
+    """Ask for torch's CUDA where it was assumed (judge.py: PyPI's build of a bare version)."""
+    build = ctx.assumed_build
+    if build is None:
+        return
+    if build.platform == "windows-x86_64":
+        what = (f"PyPI's Windows build of {ctx.s.torch} ("
+                + (f"CUDA {build.cuda}" if build.cuda else "CPU-only") + "), what `pip install "
+                f"torch=={ctx.s.torch}` installs on Windows; a build from PyTorch's index "
+                "(+cuXYZ) or conda's has CUDA")
+    else:
+        what = (f"PyPI's default build of {ctx.s.torch} (CUDA {build.cuda}), what `pip "
+                f"install torch=={ctx.s.torch}` installs; a conda or +cuXYZ build may be built "
+                "with another CUDA")
+    ctx.need("torch_cuda", f"torch {ctx.s.torch} names no CUDA: it was judged as {what}",
+             '`python -c "import torch; print(torch.version.cuda)"`')
 
 
 def _driver(ctx: Context, out: list[Coverage]) -> None:

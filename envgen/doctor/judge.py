@@ -65,25 +65,44 @@ def complete(snapshot: Snapshot) -> Snapshot:
 _CONDA_TORCH = ("pytorch", "cudatoolkit", "pytorch-cuda")  # conda's names: another build
 
 
+def _bare_pip_torch(snapshot: Snapshot) -> str | None:
+    """The snapshot's torch version when it names no CUDA, has no local tag and no conda
+    torch package shows up (pip's torch from PyPI, presumably), else None."""
+    torch = snapshot.torch
+    if snapshot.torch_cuda is not UNKNOWN or not known(torch) or "+" in torch:
+        return None
+    packages = snapshot.packages if known(snapshot.packages) else {}
+    return None if any(name in packages for name in _CONDA_TORCH) else torch
+
+
 def pypi_reference_build(snapshot: Snapshot, facts: Facts) -> TorchBuild | None:
     """The build an old torch that names no CUDA is judged as: PyPI's default build of its
     release (``pip install torch==X`` installs it), for releases older than the harvest only
     (curated/torch.toml ``pypi``, ``Facts.reference_builds``). None when torch's CUDA is known,
     the version has a local tag, the snapshot shows conda's torch or a platform other than
     Linux x86_64, or the release has no such build."""
-    torch = snapshot.torch
-    if snapshot.torch_cuda is not UNKNOWN or not known(torch) or "+" in torch:
-        return None
-    packages = snapshot.packages if known(snapshot.packages) else {}
-    if any(name in packages for name in _CONDA_TORCH):
-        return None
+    torch = _bare_pip_torch(snapshot)
     platform = snapshot.platform if known(snapshot.platform) else None
     os_text = str(snapshot.os).lower() if known(snapshot.os) else ""
-    if platform not in (None, "linux-x86_64") or any(
+    if torch is None or platform not in (None, "linux-x86_64") or any(
             w in os_text for w in ("windows", "macos", "darwin", "mac os")):
         return None
     return next((b for b in facts.reference_builds if b.version == torch
                  and b.index == "pypi" and b.platform == "linux-x86_64" and b.cuda), None)
+
+
+def pypi_windows_build(snapshot: Snapshot, facts: Facts) -> TorchBuild | None:
+    """The build a bare torch on Windows is judged as: PyPI's win_amd64 build of its release,
+    what ``pip install torch==X`` installs there (curated/torch.toml ``[[pypi_windows]]``,
+    ``Facts.windows_builds``; CPU-only for every release 1.7.0 .. 2.15.0). None when torch's
+    CUDA is known, the version has a local tag, conda's torch shows up, nothing says Windows,
+    or PyPI has no Windows wheel of the release (1.0 .. 1.6)."""
+    torch = _bare_pip_torch(snapshot)
+    platform = snapshot.platform if known(snapshot.platform) else None
+    os_text = str(snapshot.os).lower() if known(snapshot.os) else ""
+    if torch is None or not (platform == "windows" or (platform is None and "windows" in os_text)):
+        return None
+    return next((b for b in facts.windows_builds if b.version == torch), None)
 
 
 def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
@@ -103,9 +122,10 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
     names = frameworks_of(snapshot, frameworks)
     judged_names = {n: v for n, v in names.items()
                     if any(r.framework == n for r in facts.frameworks)}
-    # an old torch naming no CUDA is judged as PyPI's build of it; the diagnosis keeps the
-    # snapshot as stated, and coverage asks for torch's CUDA (Context.assumed_build)
-    assumed = pypi_reference_build(snapshot, facts)
+    # an old torch naming no CUDA, or a bare torch on Windows, is judged as PyPI's build of it
+    # (Windows: a CPU-only one); the diagnosis keeps the snapshot as stated, and coverage asks
+    # for torch's CUDA (Context.assumed_build)
+    assumed = pypi_reference_build(snapshot, facts) or pypi_windows_build(snapshot, facts)
     judged_snapshot = replace(snapshot, torch_cuda=assumed.cuda) if assumed else snapshot
     ctx = Context(snapshot=judged_snapshot, facts=facts, catalog=catalog,
                   frameworks=judged_names, ops=tuple(ops), python=python,

@@ -130,22 +130,33 @@ def torch_cpu_only(ctx: Context) -> None:
         ctx.need("gpu", f"{name} is a CPU-only build: with an NVIDIA GPU the fix is its CUDA "
                  "build, without one running the code on the CPU",
                  "`nvidia-smi -L`")
-    ctx.finding("torch_cpu_only",
-                f"{name} is a CPU-only build: it has no CUDA support, whatever the driver and GPU",
+    windows = ctx.assumed_build if ctx.assumed_build is not None and \
+        ctx.assumed_build.platform == "windows-x86_64" and not ctx.assumed_build.cuda else None
+    why = (f"PyPI's Windows wheels of torch {public(torch or '')} (what `pip install torch` "
+           "installs on Windows) are CPU-only builds (torch.version.cuda None), unlike its Linux "
+           "ones" if windows else "it has no CUDA support, whatever the driver and GPU")
+    if windows:
+        evidence["assumed"] = "PyPI's win_amd64 build"
+    ctx.finding("torch_cpu_only", f"{name} is a CPU-only build: {why}",
                 evidence=evidence, severity=None if gpu else "warning",
                 fix="install the CUDA build of the same torch release from PyTorch's index "
                     "(https://pytorch.org/get-started/previous-versions/ lists the pip command per "
-                    "CUDA variant)"
+                    "CUDA variant" + (", the same for Linux and Windows" if windows else "") + ")"
                     + ("" if gpu else "; on a machine without an NVIDIA GPU, run the code on the "
                        "CPU instead"),
-                command=_cuda_build(ctx, public(torch)) if torch else None)
+                command=_cuda_build(ctx, public(torch)) if torch else None,
+                source=windows.sources[0].url if windows and windows.sources else None)
 
 
 def _cuda_build(ctx: Context, version: str) -> str | None:
     """The pip command of this torch release's CUDA build on Linux: PyPI's default build
-    when it is a CUDA one, else the newest CUDA variant on PyTorch's index."""
+    when it is a CUDA one, else the newest CUDA variant on PyTorch's index. On Windows, where
+    PyPI's build is CPU-only: the CUDA variant on PyTorch's index (the previous-versions page
+    gives the same pip command for Linux and Windows) of PyPI's Linux build first, else the
+    newest; only variants the matrix knows of the release (its Linux x86_64 builds) and
+    indexes it has a URL for."""
     if ctx.s.platform == "windows":
-        return None
+        return _windows_cuda_build(ctx, version)
     builds = [b for b in ctx.facts.torch_builds
               if b.version == version and b.cuda and b.platform == ctx.platform]
     builds.sort(key=lambda b: (b.index != "pypi", [-int(p) for p in b.cuda.split(".")]))
@@ -155,6 +166,19 @@ def _cuda_build(ctx: Context, version: str) -> str | None:
         url = ctx.index_urls.get(b.index)
         if url:
             return ctx.pip("install", "--force-reinstall", b.pin, "--index-url", url)
+    return None
+
+
+def _windows_cuda_build(ctx: Context, version: str) -> str | None:
+    builds = [b for b in (*ctx.facts.torch_builds, *ctx.facts.reference_builds)
+              if b.version == version and b.cuda and b.platform == "linux-x86_64"]
+    builds.sort(key=lambda b: (b.index != "pypi", [-int(p) for p in b.cuda.split(".")]))
+    for b in builds:
+        tag = "cu" + b.cuda.replace(".", "")
+        url = ctx.index_urls.get(f"pytorch-{tag}")
+        if url:  # a local label, so that pip does not keep the installed CPU build
+            return ctx.pip("install", "--force-reinstall", f"torch=={version}+{tag}",
+                           "--index-url", url)
     return None
 
 
