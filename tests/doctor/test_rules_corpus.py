@@ -211,9 +211,9 @@ def test_a_pasted_error_no_finding_explains_is_not_no_problems(diagnose) -> None
 def test_missing_cuda_exception_names_nvcc_missing(diagnose) -> None:
     # deepspeedai/DeepSpeed#7616: pip install deepspeed with --no-build-isolation, no CUDA_HOME
     d = diagnose("deepspeed 0.17.6\n>>> print(torch.__version__)\n2.8.0+cu128\n"
-                 "    raise MissingCUDAException(\"CUDA_HOME does not exist, unable to compile CUDA "
-                 "op(s)\")\nop_builder.builder.MissingCUDAException: CUDA_HOME does not exist, "
-                 "unable to compile CUDA op(s)")
+                 "    raise MissingCUDAException(\"CUDA_HOME does not exist, unable to "
+                 "compile CUDA op(s)\")\nop_builder.builder.MissingCUDAException: CUDA_HOME does "
+                 "not exist, unable to compile CUDA op(s)")
     first = d.findings[0]
     assert first.kind == "nvcc_missing" and "MissingCUDAException" in first.explains
     assert "torch's CUDA 12.8" in first.summary
