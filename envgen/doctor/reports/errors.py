@@ -7,7 +7,8 @@ Input: the cleaned lines and the line numbers other parsers took. Output: the fa
   PyTorch (11.8)" likewise;
 - "fatal error: libaio.h: No such file or directory" → libaio.headers false;
 - "Ninja is required to load C++ extensions" → ninja null (torch ran ``ninja --version``);
-- "CUDA_HOME environment variable is not set" → cuda_home null; "No CUDA runtime is found,
+- "CUDA_HOME environment variable is not set" and DeepSpeed's "MissingCUDAException: CUDA_HOME
+  does not exist" → cuda_home and nvcc null; "No CUDA runtime is found,
   using CUDA_HOME='/usr/local/cuda'" → cuda_home; "No such file or directory:
   '/usr/local/cuda/bin/nvcc'" → nvcc null and that cuda_home; "nvcc: not found" → nvcc null;
 - "ImportError: …/fused_adam.so: undefined symbol: _ZN…", "No module named 'x'" →
@@ -49,7 +50,12 @@ that state no other fact:
 - ``std_flag``: a compiler command with ``-std=c++14`` (or 11) — an op compiled with that
   standard;
 - ``cuda_unavailable``: collect_env's "Is CUDA available: False", "torch.cuda.is_available()
-  returns False";
+  returns False", DeepSpeed's "Setting accelerator to CPU. If you have GPU or other accelerator,
+  we were unable to detect it.";
+- ``no_nvcc``: the nvcc lines above (CUDA_HOME not found, "…/bin/nvcc" missing, "nvcc: not
+  found");
+- ``nccl_shm``: NCCL's "Call to posix_fallocate failed : No space left on device" / "failed to
+  extend /dev/shm/nccl-… to N bytes" (/dev/shm has no room for NCCL's segment);
 - ``pip_no_match``: pip's "No matching distribution found for torch==1.10.0+cu113" (no file for
   this Python or platform);
 - ``std_function``: "std_function.h:435:145: error: parameter packs not expanded with '...'" (an
@@ -60,7 +66,8 @@ that state no other fact:
   torch build asked for CUDA);
 - ``torch_abi``: an undefined symbol of torch's own C++ namespaces (``_ZN3c10…``, ``_ZN2at…``,
   ``_ZN5torch…``) in a compiled extension outside torch: it was built against another torch
-  (the ``import_errors`` fact is kept as well).
+  (the ``import_errors`` fact is kept as well); ``nccl_symbol``: an undefined ``nccl…`` symbol
+  in torch's own library (the libnccl loaded is not torch's).
 """
 
 from __future__ import annotations
@@ -86,6 +93,8 @@ _CUDA_HOME = re.compile(r"No CUDA runtime is found, using CUDA_HOME='([^']+)'")
 # '/usr/local/cuda/bin/nvcc'", DeepSpeed's installed_cuda_version and torch's extension
 # build; setuptools' "command ':/usr/local/cuda-11.1/bin/nvcc' failed: No such file or
 # directory"), or PATH's (sh's "nvcc: not found", bash's "nvcc: command not found")
+
+
 class _NoNvccAt:
     """The folder of a missing "<home>/bin/nvcc": the literal first, then the path before it
     (a path pattern searched from every position backtracks quadratically on a long line)."""
@@ -106,12 +115,13 @@ class _NoNvccAt:
 
 _NO_NVCC_AT = _NoNvccAt()
 _NO_NVCC = re.compile(r"(?:^|[\s:])nvcc(?:\.exe)?: (?:command )?not found\b", re.I)
+
+
 class _Undefined:
-    """"<library>.so: undefined symbol: <name>" (after "ImportError: " / "OSError: ", or alone as
-    a title or a tool prints it when the name is in torch's C++ namespaces): (library,
-    "undefined symbol: <name>"). The symbol first, then
-    the word before it (a path pattern searched from every position backtracks quadratically
-    on a long line)."""
+    """"<library>.so: undefined symbol: <name>" after "ImportError: " / "OSError: ", or alone
+    (a title, a tool's line) when the name is in torch's C++ namespaces: (library, "undefined
+    symbol: <name>"). The symbol first, then the word before it (a path pattern searched from
+    every position backtracks quadratically on a long line)."""
 
     _AT = re.compile(r": (undefined symbol: \S+)")
     _LIBRARY = re.compile(r".+\.(?:so|pyd)(?:\.\d+)*")
