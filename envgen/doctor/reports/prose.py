@@ -22,7 +22,12 @@ Output, each fact with its line:
   "on Windows", a "win_amd64" wheel, an extension module ".pyd" (Python's Windows FAQ: "a
   *.pyd file is a dll"), a venv's "\\Scripts\\" folder (the venv docs: Scripts on Windows, bin
   on POSIX), cmd's "set NAME=value" and "%NAME%", PowerShell's "$env:NAME" → platform windows
-  (format "windows_sign").
+  (format "windows_sign");
+- macOS: a home folder "/Users/name/", "macOS", "MacBook", "darwin", ".dylib" → os macOS; an
+  Apple silicon chip ("M3 Pro MacBook"), an arm64 macOS wheel or triple → platform macos-arm64
+  as well (format "macos_sign");
+- "NCCL version 2.10.3" (NCCL's INFO line, torch's NCCL errors): explain only, as the NCCL a
+  process loaded is not always the one torch pins.
 """
 
 from __future__ import annotations
