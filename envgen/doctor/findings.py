@@ -151,6 +151,10 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "nccl_shm": ("shm_too_small",),
     "python_requires": ("python_unsupported",),
     "nccl_symbol": ("nccl_mismatch",),
+    "ext_build": ("cuda_major_mismatch", "cuda_minor_mismatch", "cuda_home_mismatch",
+                  "nvcc_missing", "host_compiler_too_new", "host_compiler_too_old",
+                  "cxx_standard_mismatch", "torch_api_removed", "python_headers_missing",
+                  "ninja_missing", "libaio_missing"),
 }
 # errors met when the program runs (import, launch), not when an op is compiled
 RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "nccl_shm", "nccl_symbol", "driver_old",

@@ -101,26 +101,28 @@ def cuda_mismatch(ctx: Context) -> None:
         # the pasted build ran an nvcc that is not there: a build, whatever the framework
         _nvcc_missing(ctx, torch_cuda if known(torch_cuda) and torch_cuda else None)
         return
+    errors = ctx.s.errors if known(ctx.s.errors) else {}
+    # a framework that builds ops, ops the user builds, or a pasted extension build
     builders = _builds_ops(ctx)
+    building = bool(builders or ctx.user_ops or "ext_build" in errors)
     if not known(torch_cuda):
-        if torch_cuda is UNKNOWN and (builders or ctx.user_ops):
+        if torch_cuda is UNKNOWN and building:
             ctx.need("torch_cuda", "the ops are compiled for torch's CUDA",
                      f"`{ctx.python} -c \"import torch; print(torch.version.cuda)\"`")
         return
-    errors = ctx.s.errors if known(ctx.s.errors) else {}
     if nvcc is UNKNOWN and "apex_cuda" in errors:
         ctx.need("nvcc", f"apex's setup.py refuses an nvcc whose CUDA (major or minor) differs "
                  f"from torch's {_mm(torch_cuda)}: its version says which toolkit to change",
                  "`$CUDA_HOME/bin/nvcc --version` (or `nvcc --version` when CUDA_HOME is unset)")
         return
     if nvcc is UNKNOWN:
-        if builders or ctx.user_ops:
+        if building:
             ctx.need("nvcc", "the ops' build compares the nvcc it uses with torch's CUDA",
                      "`$CUDA_HOME/bin/nvcc --version` (or `nvcc --version` when CUDA_HOME "
                      "is unset)")
         return
     if nvcc is None:
-        if builders or ctx.user_ops:
+        if building:
             _nvcc_missing(ctx, torch_cuda)
         return
     want, have = _mm(torch_cuda), _mm(nvcc)

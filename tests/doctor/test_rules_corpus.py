@@ -227,3 +227,42 @@ def test_an_nccl_symbol_torch_misses_names_nccl_mismatch(diagnose) -> None:
     assert first.kind == "nccl_mismatch" and first.severity == "error"
     assert "ncclCommRegister" in first.explains
     assert "LD_LIBRARY_PATH" in first.fix
+
+
+APEX_1012 = """\
+When running apex command `python setup.py install --cuda_ext --cpp_ext`  I get the following \
+error  `error: command '/usr/bin/nvcc' failed with exit status 1`
+
+cudatoolkit: 10.0.130
+Pytorch: 1.4.0
+Python: 3.6.9
+GCC: 7.3.0
+
+$nvcc -V
+nvcc: NVIDIA (R) Cuda compiler driver
+Copyright (c) 2005-2017 NVIDIA Corporation
+Built on Fri_Nov__3_21:07:56_CDT_2017
+Cuda compilation tools, release 9.1, V9.1.85
+"""
+
+
+def test_a_failed_extension_build_is_judged_as_a_build() -> None:
+    # NVIDIA/apex#1012: no framework the matrix knows, but the paste is a CUDA extension build;
+    # against the shipped matrix (torch 1.4.0 is one of its reference builds)
+    from envgen.facts import load_facts
+
+    matrix = ROOT / "matrix"
+    d = judge(parse_report(APEX_1012).snapshot, load_facts(matrix), load_catalog(matrix),
+              origin="report")
+    first = d.findings[0]
+    assert first.kind == "cuda_major_mismatch"
+    assert "failed with exit status 1" in first.explains
+    assert "nvcc 9.1.85" in first.summary
+
+
+def test_a_failed_extension_build_without_nvcc_asks_for_it(diagnose) -> None:
+    # the same build line with torch's CUDA stated and no nvcc version: asked, not judged
+    d = diagnose("torch 2.1.0+cu121\nerror: command '/usr/local/cuda/bin/nvcc' failed with exit "
+                 "code 1")
+    assert not d.findings and "nvcc" in [n.fact for n in d.needs]
+    assert d.verdict().startswith("not explained")

@@ -67,7 +67,10 @@ that state no other fact:
 - ``torch_abi``: an undefined symbol of torch's own C++ namespaces (``_ZN3c10…``, ``_ZN2at…``,
   ``_ZN5torch…``) in a compiled extension outside torch: it was built against another torch
   (the ``import_errors`` fact is kept as well); ``nccl_symbol``: an undefined ``nccl…`` symbol
-  in torch's own library (the libnccl loaded is not torch's).
+  in torch's own library (the libnccl loaded is not torch's);
+- ``ext_build``: a failed extension build ("error: command '/usr/local/cuda/bin/nvcc' failed with
+  exit code 1", torch's "Error compiling objects for extension", "Error building extension
+  'fused_adam'"): the paste is from a build, so the nvcc-against-torch checks apply.
 """
 
 from __future__ import annotations
@@ -207,6 +210,11 @@ _TORCH_CPU = re.compile(r"Torch not compiled with CUDA enabled", re.I)
 # an Itanium-mangled name in torch's namespaces: c10, at (ATen), torch, caffe2 (N, then an
 # optional const/volatile qualifier K/V, then the namespace's length-prefixed name)
 _TORCH_SYMBOL = re.compile(r"undefined symbol:\s*_ZN[KV]?(?:3c10|2at|5torch|6caffe2)")
+# a C++/CUDA extension build that failed, whichever extension (setuptools' nvcc command, torch's
+# cpp_extension): the text is from a build, so the build-time rules apply
+_EXT_BUILD = re.compile(r"error: command '[^']*nvcc(?:\.exe)?' failed with exit (?:status|code) "
+                        r"\d+|Error compiling objects for extension|Error building extension "
+                        r"'[\w.-]+'", re.I)
 _PIP_NO_MATCH = re.compile(r"No matching distribution found for (torch|deepspeed|colossalai|"
                            r"megatron[-_]core)\b", re.I)
 # error id → the pattern of a line that states it and no snapshot fact besides
@@ -216,7 +224,7 @@ _LINES = (("nccl_shm", _NCCL_SHM), ("glibc", _GLIBC), ("glibcxx", _GLIBCXX),
           ("nvcc_arch", _NVCC_ARCH), ("std_flag", _STD_FLAG), ("cuda_unavailable", _UNAVAILABLE),
           ("pip_no_match", _PIP_NO_MATCH), ("std_function", _STD_FUNCTION),
           ("python_h", _PYTHON_H), ("torch_cpu", _TORCH_CPU), ("shm", _SHM_PROSE),
-          ("thc_named", _THC_NAMED))
+          ("thc_named", _THC_NAMED), ("ext_build", _EXT_BUILD))
 _LONGEST = 300
 # messages that pip's indented output (or the terminal) wraps, cut where the rest is on the
 # next line: a symbol after "undefined symbol:", torch's "…used to compile" / "PyTorch (12.1)."
