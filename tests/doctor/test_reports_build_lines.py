@@ -260,3 +260,15 @@ def test_deepspeed_cpu_accelerator_warning_is_cuda_unavailable() -> None:
     doc = facts("如果控制台输出前几行出现Setting accelerator to CPU. If you have GPU or other "
                 "accelerator, we were unable to detect it.")
     assert "cuda_unavailable" in doc["errors"]
+
+
+def test_deepspeed_accepting_a_minor_mismatch_is_no_error_line() -> None:
+    """azshue/AutoPoison#6: DeepSpeed's "Installed CUDA version 11.3 does not match the version
+    torch was compiled with 11.8 but since the APIs are compatible, accepting this combination"
+    (a warning it went past, op_builder/builder.py): the versions, and no error to explain."""
+    doc = facts("Installed CUDA version 11.3 does not match the version torch was compiled with "
+                "11.8 but since the APIs are compatible, accepting this combination\nUsing "
+                "/home/wangyidan/.cache/torch_extensions/py39_cu118/ as PyTorch extensions "
+                "root...")
+    assert doc["nvcc"] == "11.3" and doc["torch_cuda"] == "11.8"
+    assert "errors" not in doc

@@ -83,6 +83,7 @@ from envgen.doctor.reports._lines import Extracted, Line, fact
 FORMAT = "error"
 _DS_CUDA = re.compile(r"Installed CUDA version (\d+\.\d+) does not match the version torch was "
                       r"compiled with (\d+\.\d+)")
+_ACCEPTED = re.compile(r"\s*but since the APIs are compatible, accepting this combination", re.I)
 _TORCH_CUDA = re.compile(r"The detected CUDA version \((\d+\.\d+)\) mismatches the version that "
                          r"was used to compile\s*PyTorch \((\d+\.\d+)\)")
 _LIBAIO_H = re.compile(r"fatal error: libaio\.h: No such file or directory")
@@ -284,9 +285,13 @@ def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
     text = line.text
     cuda = _DS_CUDA.search(text) or _TORCH_CUDA.search(text)
     if cuda:
+        # DeepSpeed's "… but since the APIs are compatible, accepting this combination" is a
+        # warning it went past (op_builder/builder.py), not the error
+        accepted = bool(_ACCEPTED.search(text, cuda.end()))
         return [fact(line, "nvcc", cuda.group(1), FORMAT,
                      note="the CUDA toolkit of CUDA_HOME, major.minor"),
-                fact(line, "torch_cuda", cuda.group(2), FORMAT)], "cuda_mismatch"
+                fact(line, "torch_cuda", cuda.group(2), FORMAT)], \
+            None if accepted else "cuda_mismatch"
     apex = _APEX_CUDA.search(text)
     if apex:
         return ([fact(line, "torch_cuda", apex.group(1), FORMAT)] if apex.group(1) else []), \
