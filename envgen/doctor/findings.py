@@ -149,6 +149,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "torch_abi": ("extension_built_for_other_torch",),
     "no_nvcc": ("nvcc_missing",),
     "nccl_shm": ("shm_too_small",),
+    "torch_shm": ("shm_too_small",),
     "python_requires": ("python_unsupported",),
     "nccl_symbol": ("nccl_mismatch",),
     "ext_build": ("cuda_major_mismatch", "cuda_minor_mismatch", "cuda_home_mismatch",
@@ -157,7 +158,8 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
                   "ninja_missing", "libaio_missing"),
 }
 # errors met when the program runs (import, launch), not when an op is compiled
-RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "nccl_shm", "nccl_symbol", "driver_old",
+RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "nccl_shm", "torch_shm", "nccl_symbol",
+                            "driver_old",
                             "cuda_unavailable", "gpu_capability", "no_kernel", "requirement",
                             "torch_cpu", "torch_abi"})
 # kinds that only break compiling ops (setup.py, JIT builds): after the run-time ones when the

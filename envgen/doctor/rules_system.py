@@ -138,10 +138,23 @@ def torch_api_removed(ctx: Context) -> None:
 
 
 def shm_too_small(ctx: Context) -> None:
-    """NCCL's "No space left on device" for its /dev/shm segment: an error. A SIGBUS (exit code
+    """NCCL's "No space left on device" for its /dev/shm segment, or torch's "unable to write to
+    file </torch_…>" (a shared tensor): an error. A SIGBUS (exit code
     -7, "Bus error", DataLoader's shm message): in a container, /dev/shm is usually smaller than
     the workers and NCCL need; a warning, as SIGBUS has other causes."""
     errors = ctx.s.errors or {}
+    if errors.get("torch_shm") and not errors.get("nccl_shm"):
+        ctx.finding("shm_too_small",
+                    "torch could not write a shared tensor into /dev/shm (DataLoader workers and "
+                    "torch.multiprocessing pass tensors through it): /dev/shm is full or too "
+                    "small (Docker's default is 64 MB)",
+                    evidence={"torch": "unable to write to file </torch_…>"}, severity="error",
+                    fix="check `df -h /dev/shm`; give the container more shared memory: docker "
+                        "run --shm-size=8g (or --ipc=host); on Kubernetes mount an emptyDir with "
+                        "medium: Memory at /dev/shm; or use fewer DataLoader workers",
+                    source="https://github.com/pytorch/pytorch/blob/v2.5.1/README.md#using-pre-"
+                           "built-images ; https://github.com/pytorch/pytorch/issues/3948")
+        return
     if errors.get("nccl_shm"):
         ctx.finding("shm_too_small",
                     "NCCL found no room in /dev/shm for its shared-memory segment (Docker's "

@@ -266,3 +266,13 @@ def test_a_failed_extension_build_without_nvcc_asks_for_it(diagnose) -> None:
                  "code 1")
     assert not d.findings and "nvcc" in [n.fact for n in d.needs]
     assert d.verdict().startswith("not explained")
+
+
+def test_torch_shared_tensor_without_room_is_shm_too_small(diagnose) -> None:
+    # NVIDIA/flownet2-pytorch#43: a DataLoader in nvidia-docker; --ipc=host fixed it
+    d = diagnose("Error : RuntimeError: unable to write to file </torch_18693_1954506624> at "
+                 "/pytorch/torch/lib/TH/THAllocator.c:271")
+    first = d.findings[0]
+    assert first.kind == "shm_too_small" and first.severity == "error"
+    assert "</torch_18693_1954506624>" in first.explains
+    assert "--ipc=host" in first.fix

@@ -55,7 +55,9 @@ that state no other fact:
 - ``no_nvcc``: the nvcc lines above (CUDA_HOME not found, "…/bin/nvcc" missing, "nvcc: not
   found");
 - ``nccl_shm``: NCCL's "Call to posix_fallocate failed : No space left on device" / "failed to
-  extend /dev/shm/nccl-… to N bytes" (/dev/shm has no room for NCCL's segment);
+  extend /dev/shm/nccl-… to N bytes" (/dev/shm has no room for NCCL's segment); ``torch_shm``:
+  torch's "unable to write to file </torch_18693_1954506624>" (a shared tensor that /dev/shm
+  has no room for);
 - ``pip_no_match``: pip's "No matching distribution found for torch==1.10.0+cu113" (no file for
   this Python or platform);
 - ``std_function``: "std_function.h:435:145: error: parameter packs not expanded with '...'" (an
@@ -165,6 +167,9 @@ _SHM = re.compile(r"(?:exit\s?code|return code|exit status)\s*[:=]?\s*-7\b|\bSIG
 _NCCL_SHM = re.compile(r"posix_fallocate failed\s*:\s*No space left on device|failed to extend "
                        r"/dev/shm/\S+ to \d+ bytes|Error while creating shared memory segment "
                        r"\S+ \(size \d+\), error: No space left on device", re.I)
+# torch.multiprocessing writing a shared tensor into /dev/shm (DataLoader workers): "unable to
+# write to file </torch_18693_1954506624>" (pytorch#3948: out of shared memory)
+_TORCH_SHM = re.compile(r"unable to write to file </torch_\d+_\d+(?:_\d+)?>", re.I)
 _SHM_PROSE = re.compile(r"(?:shared memory|\bshm\b).{0,24}(?:insufficient|not enough|too small|"
                         r"不够|不足)|(?:insufficient|not enough|too little)\s.{0,24}"
                         r"(?:shared memory|\bshm\b)|(?:docker|container)\S*\s?.{0,24}"
@@ -219,8 +224,8 @@ _EXT_BUILD = re.compile(r"error: command '[^']*nvcc(?:\.exe)?' failed with exit 
 _PIP_NO_MATCH = re.compile(r"No matching distribution found for (torch|deepspeed|colossalai|"
                            r"megatron[-_]core)\b", re.I)
 # error id → the pattern of a line that states it and no snapshot fact besides
-_LINES = (("nccl_shm", _NCCL_SHM), ("glibc", _GLIBC), ("glibcxx", _GLIBCXX),
-          ("cxx_std", _CXX_STD), ("thc", _THC),
+_LINES = (("nccl_shm", _NCCL_SHM), ("torch_shm", _TORCH_SHM), ("glibc", _GLIBC),
+          ("glibcxx", _GLIBCXX), ("cxx_std", _CXX_STD), ("thc", _THC),
           ("aio_lib", _AIO_LIB), ("shm", _SHM), ("no_kernel", _NO_KERNEL),
           ("nvcc_arch", _NVCC_ARCH), ("std_flag", _STD_FLAG), ("cuda_unavailable", _UNAVAILABLE),
           ("pip_no_match", _PIP_NO_MATCH), ("std_function", _STD_FUNCTION),
