@@ -272,3 +272,35 @@ def test_deepspeed_accepting_a_minor_mismatch_is_no_error_line() -> None:
                 "root...")
     assert doc["nvcc"] == "11.3" and doc["torch_cuda"] == "11.8"
     assert "errors" not in doc
+
+
+# --- CPU-only builds as conda and pip name them ----------------------------------------------
+
+def test_conda_install_plan_pytorch_30664() -> None:
+    """pytorch/pytorch#30664: conda's plan installed conda-forge's CPU build although
+    cudatoolkit=10.1 was asked for ("pytorch conda-forge/linux-64::pytorch-1.10.0-cpu_…")."""
+    doc = facts("  python             conda-forge/linux-64::python-3.7.12-hb7a2778_100_cpython\n"
+                "  python_abi         conda-forge/linux-64::python_abi-3.7-2_cp37m\n"
+                "  pytorch            conda-forge/linux-64::pytorch-1.10.0-cpu_py37hf3cc979_0\n"
+                "  pytorch-cpu        conda-forge/linux-64::pytorch-cpu-1.10.0-cpu_py37h718b53a_0"
+                "\n")
+    assert doc["torch"] == "1.10.0" and doc["torch_cuda"] is None and doc["python"] == "3.7.12"
+
+
+def test_conda_list_features_column_pytorch_32369() -> None:
+    """pytorch/pytorch#32369: "pytorch 1.4.0 py3.7_cpu_0 [cpuonly] pytorch" (conda list's
+    features column)."""
+    doc = facts("# Name                    Version                   Build  Channel\n"
+                "pytorch                   1.4.0               py3.7_cpu_0  [cpuonly]  pytorch\n")
+    assert doc["torch"] == "1.4.0" and doc["torch_cuda"] is None
+
+
+@pytest.mark.parametrize("command", [
+    # the "CPU Only" commands of v1.12.1 (conda) and v2.1.0 (pip) on PyTorch's previous-versions
+    # page (pytorch.github.io _get_started/previous-versions.md)
+    "conda install pytorch==1.12.1 torchvision==0.13.1 torchaudio==0.12.1 cpuonly -c pytorch",
+    "pip install torch==2.1.0 torchvision==0.16.0 torchaudio==2.1.0 --index-url "
+    "https://download.pytorch.org/whl/cpu",
+])
+def test_cpu_only_install_commands(command: str) -> None:
+    assert facts(command)["torch_cuda"] is None

@@ -1,4 +1,4 @@
-"""``pip list``, ``pip freeze``, ``pip show`` and ``conda list`` output.
+"""``pip list``, ``pip freeze``, ``pip show``, ``conda list`` output and conda's install plan.
 
 Input: the cleaned lines and the line numbers other parsers took. Output: packages.NAME (and
 frameworks.NAME for deepspeed, megatron-core and colossalai; torch for torch). pip freeze
@@ -20,7 +20,13 @@ _DIRECT = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])? @ (\S+)$")
 _EDITABLE = re.compile(r"^-e \S*#egg=([A-Za-z0-9][A-Za-z0-9._-]*)")
 _PIP_HEADER = re.compile(r"^Package\s+Version(?:\s+(?:Editable project location|Location))?\s*$")
 _CONDA_HEADER = re.compile(r"^#\s*Name\s+Version\s+Build(?:\s+Channel)?\s*$")
-_ROW = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+(\S+)(?:\s+(\S+))?(?:\s+(\S+))?\s*$")
+# (conda list may print a features column between build and channel: "py3.7_cpu_0  [cpuonly]")
+_ROW = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+(\S+)(?:\s+(\S+))?(?:\s+\[[^\]\s]*\])?"
+                  r"(?:\s+(\S+))?\s*$")
+# conda's transaction plan ("The following NEW packages will be INSTALLED:"): "pytorch
+# conda-forge/linux-64::pytorch-1.10.0-cpu_py37hf3cc979_0"
+_PLAN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)\s+[\w.-]+/[\w-]+::([A-Za-z0-9._-]+)-"
+                   r"(\d[\w.!+]*)-(\S+?)(?:\s+(?:None|--> \S+))?\s*$")
 _RULE = re.compile(r"^-{3,}\s+-{3,}")
 # ``pip show NAME``: "Name: torch" and on the next line "Version: 2.2.1"
 _SHOW_NAME = re.compile(r"^Name:\s*([A-Za-z0-9][A-Za-z0-9._-]*)$")
@@ -47,6 +53,13 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
                         for n, v in package_facts(shown.group(1), version(value.group(1)))]
                 i += 2
                 continue
+        plan = _PLAN.match(line.text)
+        if plan and plan.group(1) == plan.group(2):
+            claimed.add(line.number)
+            out.extend(conda_package(line, plan.group(1), version(plan.group(3)), plan.group(4),
+                                     "conda_list"))
+            i += 1
+            continue
         freeze = _FREEZE.match(line.text) or _DIRECT.match(line.text) or \
             _EDITABLE.match(line.text)
         if freeze:

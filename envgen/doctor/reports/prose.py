@@ -82,6 +82,10 @@ _PYTHON_COMPACT = re.compile(r"(?<![\w/.\\-])python(3)(\d{1,2})(?![\w./])", re.I
 _PIP_PROGRESS = re.compile(r"^(?:Collecting|Using cached|Downloading|Building wheel for)\s", re.I)
 _WHL_CUDA = re.compile(r"download\.pytorch\.org/whl/(?:nightly/)?cu(\d+)\b", re.I)
 _CONDA_CUDA = re.compile(r"\b(?:cudatoolkit|pytorch-cuda)\s*==?\s*(\d+\.\d+)", re.I)
+# the CPU-only builds as PyTorch's install commands ask for them (pytorch.org/get-started/
+# previous-versions: conda's "cpuonly" package, pip's …/whl/cpu index)
+_CPU_ONLY = re.compile(r"(?<![\w-])cpuonly(?![\w-])|download\.pytorch\.org/whl/(?:nightly/)?cpu\b",
+                       re.I)
 _SITE = re.compile(r"/lib/python(\d\.\d+)/(?:site|dist)-packages\b")
 _CPYTHON = re.compile(r"\.cpython-(\d)(\d+)m?-(x86_64|aarch64)-linux-gnu\.so\b")
 _EXT_DIR = re.compile(r"torch_extensions/py(\d)(\d+)_cu(\d+)/")
@@ -225,6 +229,9 @@ def _install(line: Line) -> list[Extracted]:
     if torch and (cuda or conda):
         value = _cuda(cuda.group(1)) if cuda else conda.group(1)
         out.append(fact(line, "torch_cuda", value, "install_command", note=note))
+    elif torch and _CPU_ONLY.search(line.text):
+        out.append(fact(line, "torch_cuda", None, "install_command",
+                        note=f"{note}: the CPU-only build (cpuonly, or the …/whl/cpu index)"))
     return out
 
 
