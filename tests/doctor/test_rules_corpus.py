@@ -276,3 +276,12 @@ def test_torch_shared_tensor_without_room_is_shm_too_small(diagnose) -> None:
     assert first.kind == "shm_too_small" and first.severity == "error"
     assert "</torch_18693_1954506624>" in first.explains
     assert "--ipc=host" in first.fix
+
+
+def test_driver_too_old_line_without_found_version_deepblast_151(diagnose) -> None:
+    # flatironinstitute/deepblast#151: the title "RuntimeError: The NVIDIA driver on your system
+    # is too old" and `pip3 install torch … --extra-index-url …/whl/cu117`
+    d = diagnose((CORPUS / "deepblast-151.txt").read_text())
+    first = d.findings[0]
+    assert first.kind == "driver_too_old"
+    assert first.explains == "RuntimeError: The NVIDIA driver on your system is too old"

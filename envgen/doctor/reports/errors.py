@@ -177,6 +177,8 @@ _SHM_PROSE = re.compile(r"(?:shared memory|\bshm\b).{0,24}(?:insufficient|not en
 _THC_NAMED = re.compile(rf"\b{_THC_H}\b|\bTHC\b.{{0,40}}\bnot compatible", re.I)
 _DRIVER_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d{4,6})\)",
                          re.I)
+# the same message cut before "(found version …)" (a title, a short quote)
+_DRIVER_OLD_BARE = re.compile(r"NVIDIA driver on your system is too old", re.I)
 _INSUFFICIENT = re.compile(r"CUDA driver version is insufficient for CUDA runtime version", re.I)
 _CAPABILITY = re.compile(r"(?:^|:\s)\s*([^:]*?\S) with CUDA capability sm_(\d{2,3})[a-z]? is not "
                          r"compatible with the current PyTorch installation", re.I)
@@ -347,7 +349,7 @@ def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
         return [fact(line, "driver_max_cuda", supports, FORMAT, kept=False,
                      note=f"the driver supports CUDA ≤ {supports} (torch's 'found version' is "
                      "1000 × major + 10 × minor)")], "driver_old"
-    if _INSUFFICIENT.search(text):
+    if _INSUFFICIENT.search(text) or _DRIVER_OLD_BARE.search(text):
         return [], "driver_old"
     capability = _CAPABILITY.search(text)
     if capability:
