@@ -304,3 +304,13 @@ def test_conda_list_features_column_pytorch_32369() -> None:
 ])
 def test_cpu_only_install_commands(command: str) -> None:
     assert facts(command)["torch_cuda"] is None
+
+
+@pytest.mark.parametrize(("text", "glibc"), [
+    ("my glibc version is 2.17", "2.17"),
+    ("CentOS 7, glibc 2.17, torch 2.7.0", "2.17"),
+    ("torch 2.7 requires glibc 2.28", None),
+    ("needs at least glibc 2.28", None),
+])
+def test_glibc_in_prose_is_the_machines_not_a_requirement(text: str, glibc) -> None:
+    assert facts(text).get("glibc") == glibc

@@ -4,7 +4,8 @@ Input: the cleaned lines and the line numbers other parsers took (this parser ru
 Output, each fact with its line:
 - prose and compact versions: "Running Pytorch 1.70, CUDA 10.1, python=3.6.9",
   "colossalai-0.1.8", "torch1.8cu10.1", "python3.8", "Ubuntu1804", "CentOS release 6.8",
-  "driver 410.48", "nvcc 12.1", "torch version is 1.10.0", Chinese "pytorch版本是2.0.1" (format
+  "driver 410.48", "nvcc 12.1", "my glibc version is 2.17" (not "requires glibc 2.28"), "torch
+  version is 1.10.0", Chinese "pytorch版本是2.0.1" (format
   "prose"; "title" on the paste's first line). A range ("torch>1.11",
   "Pytorch2.12 and above") states no version. A bare "CUDA 10.1" does not say which CUDA:
   explain only. torch 1.x stopped at 1.13, so "Pytorch 1.70" is read as 1.7.0, with a note;
@@ -55,6 +56,11 @@ _DRIVER = re.compile(r"\bdriver" + _SEP + r"(\d{3}\.\d{2,3}(?:\.\d{2})?)\b", re.
 _NVCC = re.compile(r"(?<![\w/.\\-])nvcc(?:\s+(?:-V|--version))?(?:\s+(?:shows|says|reports|"
                    r"gives|prints))?(?:\s+(?:release|version|ver\.?))?(?:\s+is\b)?\s*[:=]?\s*"
                    r"v?(\d{1,2}\.\d+(?:\.\d+)?)\b(?![.\d])", re.I)
+# "my glibc version is 2.17", "GLIBC 2.31", "GNU libc 2.35" — not what something requires
+_GLIBC = re.compile(r"(?<![\w/.\\-])(?:glibc|GNU libc)(?:\s+version)?(?:\s+is)?\s*[:=]?\s*"
+                    r"v?(2\.\d{1,2})\b(?![.\d])", re.I)
+_NEEDS = re.compile(r"(?:needs?|requires?|required|at least|>=|≥|newer than|or later|minimum)\W*"
+                    r"(?:\w+\W+){0,2}$", re.I)
 # "NCCL version 2.18.1+cuda12.1" (NCCL's INFO line, torch's "NCCL error … NCCL version 2.10.3")
 _NCCL = re.compile(r"\bNCCL\s+version\s*[:=]?\s*v?(\d+\.\d+\.\d+)", re.I)
 _CUDA = re.compile(r"(?<![\w/.\\-])cuda" + _SEP + r"(\d{1,2}(?:\.\d+){0,2})\b(?![.\d])", re.I)
@@ -179,6 +185,10 @@ def _prose(line: Line) -> list[Extracted]:
         if not _RANGE_AFTER.match(text[m.end():]):
             out.append(fact(line, "cuda", m.group(1), fmt, kept=False, note="explain only: a "
                             "bare \"CUDA\" may be the toolkit's, torch's build or the driver's"))
+    for m in _GLIBC.finditer(text):
+        if not _NEEDS.search(text[max(0, m.start() - 30):m.start()]) and \
+                not _RANGE_AFTER.match(text[m.end():]):
+            out.append(fact(line, "glibc", m.group(1), fmt))
     for m in _NCCL.finditer(text):
         out.append(fact(line, "nccl", m.group(1), fmt, kept=False, note="explain only: the "
                         "NCCL a process loaded, which is not always the one torch pins"))
