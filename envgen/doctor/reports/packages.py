@@ -53,7 +53,7 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
                         for n, v in package_facts(shown.group(1), version(value.group(1)))]
                 i += 2
                 continue
-        plan = _PLAN.match(line.text)
+        plan = _PLAN.match(line.text) if len(line.text) < 400 else None  # (bounded: 3 groups)
         if plan and plan.group(1) == plan.group(2):
             claimed.add(line.number)
             out.extend(conda_package(line, plan.group(1), version(plan.group(3)), plan.group(4),
