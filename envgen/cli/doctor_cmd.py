@@ -123,7 +123,7 @@ def render(result, *, explain: bool = False) -> str:
     counts = {s: sum(1 for f in d.findings if f.severity == s)
               for s in ("error", "warning", "info")}
     summary = ", ".join(f"{n} {s}{'s' if n != 1 else ''}" for s, n in counts.items() if n)
-    out += ["", d.verdict(summary)]
+    out += ["", shown(d.verdict(summary))]
     wrap = textwrap.TextWrapper(width=100, subsequent_indent=" " * 11, break_long_words=False,
                                 break_on_hyphens=False)
     for f in d.findings:

@@ -50,10 +50,6 @@ def unsupported_platform(ctx: Context) -> None:
             source=source)
 
 
-_PIP_FACTORY = ("https://github.com/pypa/pip/blob/main/src/pip/_internal/resolution/resolvelib/"
-                "factory.py")
-
-
 def _release_key(version: str) -> tuple:
     try:
         return (1, parse_version(version))
@@ -89,7 +85,7 @@ def pip_requires_python(ctx: Context) -> None:
                 fix=(f"install {what} into an environment with a Python its Requires-Python "
                      f"admits" + (f" (e.g. {fits[-1]}: `uv venv --python {fits[-1]}`)" if fits
                                   else "") + f", or a release of {what} built for Python {tag}"),
-                source=_PIP_FACTORY)
+                source=ctx.catalog.section("error_lines").get("pip_requires_python"))
 
 
 def python_unsupported(ctx: Context) -> None:

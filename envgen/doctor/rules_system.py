@@ -152,8 +152,7 @@ def shm_too_small(ctx: Context) -> None:
                     fix="check `df -h /dev/shm`; give the container more shared memory: docker "
                         "run --shm-size=8g (or --ipc=host); on Kubernetes mount an emptyDir with "
                         "medium: Memory at /dev/shm; or use fewer DataLoader workers",
-                    source="https://github.com/pytorch/pytorch/blob/v2.5.1/README.md#using-pre-"
-                           "built-images ; https://github.com/pytorch/pytorch/issues/3948")
+                    source=ctx.catalog.section("error_lines").get("torch_shm"))
         return
     if errors.get("nccl_shm"):
         ctx.finding("shm_too_small",
@@ -164,8 +163,7 @@ def shm_too_small(ctx: Context) -> None:
                         "jobs; give the container more shared memory: docker run --shm-size=1g "
                         "(or --ipc=host); on Kubernetes mount an emptyDir with medium: Memory at "
                         "/dev/shm. NCCL_SHM_DISABLE=1 avoids it at some speed",
-                    source="https://docs.nvidia.com/deeplearning/nccl/user-guide/docs/"
-                           "troubleshooting.html#shared-memory")
+                    source=ctx.catalog.section("error_lines").get("nccl_shm"))
         return
     line = errors.get("shm")
     if not line:

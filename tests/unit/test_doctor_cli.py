@@ -159,3 +159,15 @@ def test_a_report_with_nothing_recognised_is_a_usage_error(run, tmp_path):
 def test_an_unknown_framework_is_a_usage_error_with_a_suggestion(run, tmp_path):
     code, _, err = run("doctor", "--snapshot", str(snap(tmp_path)), "--framework", "deepseed")
     assert code == 2 and "--framework deepseed" in err and "did you mean 'deepspeed'" in err
+
+
+
+def test_an_unexplained_error_line_in_the_verdict_is_escaped(run, tmp_path):
+    # a pasted error line is text from a file: the verdict quotes it, with no control character
+    report = tmp_path / "report.txt"
+    report.write_text("torch 2.1.0+cu121\nerror: command '/usr/local/cuda/bin/nvcc' failed with "
+                      "exit code 1 \u001b[2J\u001b]0;title\u0007\n")
+    code, out, _ = run("doctor", "--report", str(report))
+    assert code == 0
+    assert "not explained: the facts given do not say why \"error: command" in out
+    assert not any(c in out for c in "\u001b\u0007")
