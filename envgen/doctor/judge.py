@@ -94,7 +94,7 @@ def pypi_reference_build(snapshot: Snapshot, facts: Facts) -> TorchBuild | None:
 def pypi_windows_build(snapshot: Snapshot, facts: Facts) -> TorchBuild | None:
     """The build a bare torch on Windows is judged as: PyPI's win_amd64 build of its release,
     what ``pip install torch==X`` installs there (curated/torch.toml ``[[pypi_windows]]``,
-    ``Facts.windows_builds``; CPU-only for every release 1.7.0 .. 2.15.0). None when torch's
+    ``Facts.windows_builds``; CPU-only for every release that table lists). None when torch's
     CUDA is known, the version has a local tag, conda's torch shows up, nothing says Windows,
     or PyPI has no Windows wheel of the release (1.0 .. 1.6)."""
     torch = _bare_pip_torch(snapshot)
