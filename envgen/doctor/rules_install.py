@@ -115,10 +115,13 @@ def torch_cpu_only(ctx: Context) -> None:
     torch = ctx.s.torch if known(ctx.s.torch) else None
     cpu_build = ctx.s.torch_cuda is None or (torch is not None and torch.endswith("+cpu"))
     gpu = bool(known(ctx.s.gpus) and ctx.s.gpus) or (known(ctx.s.driver) and ctx.s.driver)
-    if not (line or (cpu_build and (gpu or "cuda_unavailable" in errors))):
+    requested = ctx.s.requested_torch_cuda if known(ctx.s.requested_torch_cuda) else None
+    if not (line or (cpu_build and (gpu or requested or "cuda_unavailable" in errors))):
         return
     name = f"torch{' ' + torch if torch else ''}"
     evidence = {"torch": torch, "torch_cuda": None, "error": line[:200] if line else None}
+    if requested and cpu_build:
+        evidence["requested_torch_cuda"] = requested
     if str(ctx.s.platform).startswith("macos"):
         ctx.finding("torch_cpu_only",
                     f"{name} has no CUDA: PyTorch publishes no CUDA build for macOS",
@@ -135,6 +138,9 @@ def torch_cpu_only(ctx: Context) -> None:
     why = (f"PyPI's Windows wheels of torch {public(torch or '')} (what `pip install torch` "
            "installs on Windows) are CPU-only builds (torch.version.cuda None), unlike its Linux "
            "ones" if windows else "it has no CUDA support, whatever the driver and GPU")
+    if requested and cpu_build and not windows:
+        why += (f"; the install command asked for CUDA {requested}, and the package manager "
+                "installed the CPU build instead")
     if windows:
         evidence["assumed"] = "PyPI's win_amd64 build"
     ctx.finding("torch_cpu_only", f"{name} is a CPU-only build: {why}",

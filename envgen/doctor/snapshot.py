@@ -108,6 +108,7 @@ class Snapshot:
     glibc: Any = UNKNOWN
     torch: Any = UNKNOWN
     torch_cuda: Any = UNKNOWN
+    requested_torch_cuda: Any = UNKNOWN  # the CUDA an install command asked torch for (None: CPU)
     torch_cxx11_abi: Any = UNKNOWN
     torch_nccl: Any = UNKNOWN
     torch_arch_list: Any = UNKNOWN  # tuple[str, ...] | None

@@ -89,7 +89,9 @@ def test_cuda_unavailable_with_a_gpu_is_enough(real):
 def test_conda_torch_or_a_local_label_is_not_assumed(real):
     """pytorch/pytorch#122924 (https://github.com/pytorch/pytorch/issues/122924): Windows 11,
     'PyTorch version: 2.2.2' (PyPI's Windows wheel says 2.2.2+cpu) with conda's cudatoolkit:
-    not PyPI's build, so nothing is assumed."""
+    not PyPI's build, so nothing is assumed. Its "CUDA used to build PyTorch: Could not collect"
+    below a torch version is torch.version.cuda None: a CPU build that collect_env itself states,
+    so torch_cpu_only stands on that line, with nothing assumed."""
     text = ("PyTorch version: 2.2.2\nCUDA used to build PyTorch: Could not collect\n"
             "OS: Microsoft Windows 11 Education\n"
             "Python platform: Windows-10-10.0.22631-SP0\nIs CUDA available: False\n"
@@ -98,7 +100,7 @@ def test_conda_torch_or_a_local_label_is_not_assumed(real):
             "[pip3] numpy==1.26.4\n[pip3] torch==2.2.2\n"
             "[conda] cudatoolkit               11.8.0\n")
     d = _judge(real, text)
-    assert not [f for f in d.findings if f.kind == "torch_cpu_only"]
+    assert [f.evidence.get("assumed") for f in d.findings if f.kind == "torch_cpu_only"] == [None]
     assert not [n for n in d.needs if "PyPI's Windows build" in n.why]
     facts = real[0]
     for snapshot in ({"torch": "2.3.1+cu121", "platform": "windows"},

@@ -255,11 +255,17 @@ def test_windows_11_collect_env() -> None:
                    "torch": "2.1.0+cu121", "torch_cuda": "12.1"}
 
 
-def test_cpu_build_only_when_collect_env_says_none() -> None:
+def test_cpu_build_when_collect_env_says_none_or_could_not_collect_it() -> None:
+    """collect_env prints torch.version.cuda; its None is "None" when every CUDA field is
+    missing, else "Could not collect" (replace_nones): a CPU build either way once torch
+    imported. Without torch ("PyTorch version: N/A") it states nothing."""
     cpu = parse_report("PyTorch version: 2.1.0+cpu\nIs debug build: False\n"
                        "CUDA used to build PyTorch: None\n").snapshot
     assert cpu.known("torch_cuda") and cpu.torch_cuda is None
-    unknown = parse_report("PyTorch version: 2.1.0\nIs debug build: False\n"
+    collected = parse_report("PyTorch version: 2.1.0\nIs debug build: False\n"
+                             "CUDA used to build PyTorch: Could not collect\n").snapshot
+    assert collected.known("torch_cuda") and collected.torch_cuda is None
+    unknown = parse_report("PyTorch version: N/A\nIs debug build: N/A\n"
                            "CUDA used to build PyTorch: Could not collect\n").snapshot
     assert not unknown.known("torch_cuda")
 

@@ -121,8 +121,10 @@ def test_install_commands_deepblast_151() -> None:
     """flatironinstitute/deepblast#151: `conda create -n tmvec python=3.9` and
     `pip3 install torch … --extra-index-url https://download.pytorch.org/whl/cu117`."""
     text = (CORPUS / "deepblast-151.txt").read_text(encoding="utf-8")
-    assert facts(text) == {"schema": 1, "python": "3.9", "torch_cuda": "11.7", "errors": {
-        "driver_old": "RuntimeError: The NVIDIA driver on your system is too old"}}
+    assert facts(text) == {"schema": 1, "python": "3.9", "torch_cuda": "11.7",
+                           "requested_torch_cuda": "11.7", "errors": {
+                               "driver_old": "RuntimeError: The NVIDIA driver on your system is "
+                                             "too old"}}
     assert formats_of(text, "torch_cuda") == ["install_command"]
 
 

@@ -5,7 +5,10 @@ facts its lines state. A ``Label: value`` line counts only near collect_env's ow
 ("Is debug build", "CUDA used to build PyTorch", …), so a template's "- PyTorch version: 1.13"
 is left to the template parser. "CUDA runtime version" is what ``nvcc --version`` on PATH
 says (collect_env's get_running_cuda_version), hence nvcc and path_nvcc; "CUDA used to build
-PyTorch: None" is a CPU build; "Could not collect", "N/A" and "No CUDA" state nothing.
+PyTorch: None" is a CPU build, and so is "Could not collect" there below a "PyTorch version"
+with a version and no ROCm version: collect_env prints ``torch.version.cuda`` and writes its
+None as "Could not collect" (replace_nones) unless every CUDA field is missing; other "Could
+not collect", "N/A" and "No CUDA" values state nothing.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ _NOTHING = ("could not collect", "n/a", "no cuda", "")
 def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
     out: list[Extracted] = []
     platforms: list[tuple[int, Line, str]] = []  # (priority, line, platform)
+    torch_read = False  # a "PyTorch version" with a version: torch imported
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -48,11 +52,17 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
             continue
         label, value = _LABEL[m.group(1).lower()], m.group(2).strip()
         claimed.add(line.number)
+        if label == "CUDA used to build PyTorch" and value.lower() == "could not collect" \
+                and torch_read and not _rocm_build(lines, i):
+            out.append(fact(line, "torch_cuda", None, FORMAT, note=_COULD_NOT_COLLECT))
+            i += 1
+            continue
         if value.lower() in _NOTHING and label != "GPU models and configuration":
             i += 1
             continue
         if label == "PyTorch version":
             if version(value):
+                torch_read = True
                 out.append(fact(line, "torch", version(value), FORMAT))
         elif label == "CUDA used to build PyTorch":
             if value == "None":
@@ -90,6 +100,20 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
         _, line, platform = min(platforms, key=lambda p: (p[0], p[1].number))
         out.append(fact(line, "platform", platform, FORMAT))
     return out
+
+
+_COULD_NOT_COLLECT = ("a CPU build of torch: torch imported, and collect_env writes a None "
+                      "torch.version.cuda as \"Could not collect\"")
+_ROCM = re.compile(r"^ROCM used to build PyTorch" + _COLON + r"(.*)$", re.I)
+
+
+def _rocm_build(lines: list[Line], i: int) -> bool:
+    """A ROCm version on one of the few lines after ``i`` (a ROCm build also has no CUDA)."""
+    for line in lines[i + 1:i + 4]:
+        m = _ROCM.match(line.text)
+        if m:
+            return m.group(1).strip().lower() not in _NOTHING
+    return False
 
 
 def _os(line: Line, value: str, out: list[Extracted], platforms: list) -> None:

@@ -5,7 +5,8 @@ frameworks.NAME for deepspeed, megatron-core and colossalai; torch for torch). p
 lines are unambiguous ("name==1.0", "name @ file://…" and "-e git+…#egg=name": version
 unknown, null). Column lists ("name  1.0" from pip list, "name  1.0  build  channel" from
 conda list) count after their header ("Package  Version", "# Name  Version  Build  Channel")
-or in a run of at least three such lines, so that prose is not read as a list.
+or in a run of at least three such lines, so that prose is not read as a list; a row with a
+conda build string ("py3.7_cpu_0": it ends in the build number) and a channel counts alone.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ _RULE = re.compile(r"^-{3,}\s+-{3,}")
 # ``pip show NAME``: "Name: torch" and on the next line "Version: 2.2.1"
 _SHOW_NAME = re.compile(r"^Name:\s*([A-Za-z0-9][A-Za-z0-9._-]*)$")
 _SHOW_VERSION = re.compile(r"^Version:\s*(\S+)$")
+# a conda build string ends in its build number ("py3.7_cpu_0", "py3.10_cuda11.8_cudnn8.7.0_0"):
+# a row with one and a channel is conda list's even alone, quoted in prose
+_CONDA_BUILD = re.compile(r"[\w.]*_\d+")
 # "ubuntu 16.04 / python 3.7 / pytorch 0.4.1 / cuda 9.0" written as lines: prose, not a list
 _ENV_WORDS = {"ubuntu", "centos", "debian", "os", "python", "cuda", "cudnn", "gpu", "driver",
               "nvcc", "gcc", "nccl", "windows"}
@@ -90,8 +94,11 @@ def _columns(lines: list[Line], i: int, claimed: set[int], out: list[Extracted])
             break
         rows.append((lines[j], row))
         j += 1
-    if not header and (len(rows) < 3 or (not any(row.group(3) for _, row in rows) and any(
-            row.group(1).lower() in _ENV_WORDS for _, row in rows))):  # (a build column: conda)
+    lone_conda = bool(rows) and all(_CONDA_BUILD.fullmatch(row.group(3) or "") and row.group(4)
+                                    for _, row in rows)
+    if not header and not lone_conda and (len(rows) < 3 or (
+            not any(row.group(3) for _, row in rows) and any(
+                row.group(1).lower() in _ENV_WORDS for _, row in rows))):  # (build column: conda)
         return i + 1
     if header:
         claimed.add(lines[i].number)

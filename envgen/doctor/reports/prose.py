@@ -11,8 +11,10 @@ Output, each fact with its line:
   explain only. torch 1.x stopped at 1.13, so "Pytorch 1.70" is read as 1.7.0, with a note;
 - install commands ("pip install torch==1.13.1 --extra-index-url …/whl/cu117", "conda install
   pytorch cudatoolkit=10.0", "conda create -n x python=3.9"): what was asked for, ranked below
-  everything else (format "install_command");
-- paths: ".../lib/python3.8/site-packages/", "….cpython-310-x86_64-linux-gnu.so",
+  everything else (format "install_command"); the CUDA build of torch they ask for, and a
+  conda environment file's "- cudatoolkit=11.3" below "dependencies:", also as
+  requested_torch_cuda (a CPU build installed instead is the conda fallback);
+- paths: ".../lib/python3.8/site-packages/" (or lib64), "….cpython-310-x86_64-linux-gnu.so",
   "torch_extensions/py39_cu117/" (torch's build directory: Python and torch.version.cuda),
   an environment's name "envs/py38-pt110/" (format "path"; a name is a label, ranked last);
 - an NGC image "nvcr.io/nvidia/pytorch:23.09-py3": the torch, CUDA and Python that the table
@@ -37,12 +39,12 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from envgen.doctor.reports._lines import Extracted, Line, fact
+from envgen.doctor.reports._lines import Extracted, Line, fact, near
 
 if TYPE_CHECKING:
     from envgen.doctor.images import NgcImage
 
-_V = r"v?(\d+\.\d+(?:\.\d+)?(?:\.dev\d+|a\d+|rc\d+)?(?:\+[A-Za-z0-9_.]+)?)"
+_V = r"v?(\d+\.\d+(?:\.\d+)?(?:\.dev\d+|a\d+|rc\d+)?(?:\+[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)?)"
 _SEP = r"(?:\s*(?:version|ver\.?)\b)?(?:\s+is\b)?\s*[:=\-]?\s*\(?"
 _TORCH = re.compile(r"(?<![\w/.\\-])(?:py)?torch" + _SEP + _V + r"(?:\s*cu(\d+(?:\.\d+)?))?",
                     re.I)
@@ -92,7 +94,10 @@ _CONDA_CUDA = re.compile(r"\b(?:cudatoolkit|pytorch-cuda)\s*==?\s*(\d+\.\d+)", r
 # previous-versions: conda's "cpuonly" package, pip's …/whl/cpu index)
 _CPU_ONLY = re.compile(r"(?<![\w-])cpuonly(?![\w-])|download\.pytorch\.org/whl/(?:nightly/)?cpu\b",
                        re.I)
-_SITE = re.compile(r"/lib/python(\d\.\d+)/(?:site|dist)-packages\b")
+# a conda environment file's dependency (environment.yml: "dependencies:", "  - cudatoolkit=11.3")
+_ENV_FILE_CUDA = re.compile(r"(?:cudatoolkit|pytorch-cuda)\s*==?\s*(\d+\.\d+)(?:\.\*|\.\d+)?")
+_ENV_FILE_DEPS = re.compile(r"^dependencies\s*:\s*$")
+_SITE = re.compile(r"/lib(?:64)?/python(\d\.\d+)/(?:site|dist)-packages\b")
 _CPYTHON = re.compile(r"\.cpython-(\d)(\d+)m?-(x86_64|aarch64)-linux-gnu\.so\b")
 _EXT_DIR = re.compile(r"torch_extensions/py(\d)(\d+)_cu(\d+)/")
 _ENV = re.compile(r"[/\\]envs[/\\]([\w.-]+)[/\\]")
@@ -118,10 +123,15 @@ def parse(lines: list[Line], claimed: set[int], *,
     """``images``: the NGC table (tag → its release notes' versions); None: no versions known."""
     out: list[Extracted] = []
     windows = mac = False
-    for line in lines:
+    for i, line in enumerate(lines):
         if not line.text:
             continue
         out.extend(_paths(line, images or {}))
+        wanted = _ENV_FILE_CUDA.fullmatch(line.text) if line.bullet else None
+        if wanted and near(lines, i, _ENV_FILE_DEPS, 40, 0):
+            out.append(fact(line, "requested_torch_cuda", wanted.group(1), "install_command",
+                            note="a dependency of a conda environment file: asked for, maybe "
+                                 "never installed"))
         if not windows and (_WINDOWS.search(line.source) or _CMD_ENV.search(line.source)):
             windows = True
             out.append(fact(line, "platform", "windows", "windows_sign",
@@ -239,9 +249,11 @@ def _install(line: Line) -> list[Extracted]:
     if torch and (cuda or conda):
         value = _cuda(cuda.group(1)) if cuda else conda.group(1)
         out.append(fact(line, "torch_cuda", value, "install_command", note=note))
+        out.append(fact(line, "requested_torch_cuda", value, "install_command"))
     elif torch and _CPU_ONLY.search(line.text):
-        out.append(fact(line, "torch_cuda", None, "install_command",
-                        note=f"{note}: the CPU-only build (cpuonly, or the …/whl/cpu index)"))
+        note = f"{note}: the CPU-only build (cpuonly, or the …/whl/cpu index)"
+        out.append(fact(line, "torch_cuda", None, "install_command", note=note))
+        out.append(fact(line, "requested_torch_cuda", None, "install_command", note=note))
     return out
 
 
