@@ -24,7 +24,7 @@ from envgen.doctor.context import (
     major_minor,
     public,
 )
-from envgen.doctor.findings import Diagnosis, ordered
+from envgen.doctor.findings import Diagnosis, Finding, ordered
 from envgen.doctor.snapshot import UNKNOWN, Snapshot
 from envgen.facts.model import Facts, TorchBuild
 from envgen.versions import dotted_key
@@ -76,9 +76,10 @@ def _bare_pip_torch(snapshot: Snapshot) -> str | None:
 
 
 def pypi_reference_build(snapshot: Snapshot, facts: Facts) -> TorchBuild | None:
-    """The build an old torch that names no CUDA is judged as: PyPI's default build of its
-    release (``pip install torch==X`` installs it), for releases older than the harvest only
-    (curated/torch.toml ``pypi``, ``Facts.reference_builds``). None when torch's CUDA is known,
+    """The build a torch that names no CUDA is judged as: PyPI's default Linux x86_64 build of
+    its release (``pip install torch==X`` installs it), harvested (``Facts.torch_builds``) or,
+    for releases older than the harvest, curated (curated/torch.toml ``pypi``,
+    ``Facts.reference_builds``). None when torch's CUDA is known,
     the version has a local tag, the snapshot shows conda's torch or a platform other than
     Linux x86_64, or the release has no such build."""
     torch = _bare_pip_torch(snapshot)
@@ -87,7 +88,7 @@ def pypi_reference_build(snapshot: Snapshot, facts: Facts) -> TorchBuild | None:
     if torch is None or platform not in (None, "linux-x86_64") or any(
             w in os_text for w in ("windows", "macos", "darwin", "mac os")):
         return None
-    return next((b for b in facts.reference_builds if b.version == torch
+    return next((b for b in (*facts.reference_builds, *facts.torch_builds) if b.version == torch
                  and b.index == "pypi" and b.platform == "linux-x86_64" and b.cuda), None)
 
 
@@ -103,6 +104,22 @@ def pypi_windows_build(snapshot: Snapshot, facts: Facts) -> TorchBuild | None:
     if torch is None or not (platform == "windows" or (platform is None and "windows" in os_text)):
         return None
     return next((b for b in facts.windows_builds if b.version == torch), None)
+
+
+# kinds that a CUDA build's version decides: on an assumed build, what its CUDA implies
+_BUILD_CUDA_KINDS = frozenset({"cuda_major_mismatch", "cuda_minor_mismatch", "driver_too_old",
+                               "gpu_arch_unsupported", "cuda_home_mismatch"})
+
+
+def _on_assumption(finding: Finding, assumed: TorchBuild) -> Finding:
+    """A finding that rests on the CUDA of an assumed build (PyPI's default build of a bare
+    version) and explains no pasted error line: a warning, not an error, since a conda or
+    +cuXYZ build of the same release may have another CUDA; its evidence says so."""
+    if finding.kind not in _BUILD_CUDA_KINDS or finding.severity != "error" or finding.explains:
+        return finding
+    evidence = {**finding.evidence,
+                "assumed": f"PyPI's default build of torch {assumed.version} (CUDA {assumed.cuda})"}
+    return replace(finding, severity="warning", evidence=evidence)
 
 
 def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
@@ -146,6 +163,8 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
     notes = coverage.check(ctx)
     judged = {n: tuple(r.version for r in ctx.releases(n)) for n in judged_names}
     findings = ordered(ctx.findings, snapshot.errors or None)
+    if assumed is not None and assumed.cuda:
+        findings = tuple(_on_assumption(f, assumed) for f in findings)
     return Diagnosis(snapshot=snapshot, findings=findings, needs=tuple(ctx.needs),
                      judged=judged, origin=origin,
                      patterns={p.id: p.name for p in catalog.patterns.values()},
