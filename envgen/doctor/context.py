@@ -62,15 +62,18 @@ class Context:
 
     def finding(self, kind: str, summary: str, *, evidence: dict[str, Any], fix: str,
                 command: str | None = None, severity: str | None = None,
-                source: str | None = None) -> Finding:
+                source: str | None = None, explains: str | None = None) -> Finding:
         """A finding of ``kind``, its severity, citation and pattern from the catalog unless
-        the rule gives a more specific ``source`` (the fact's own citation)."""
+        the rule gives a more specific ``source`` (the fact's own citation); ``explains``: the
+        pasted error line it is the cause of, where the rule knows it (else the judge picks
+        one by kind)."""
         k = self.catalog.kind(kind)
         sources = [s for s in (source, k.source) if s]
         f = Finding(kind=kind, severity=severity or k.severity, summary=summary,
                     evidence={n: v for n, v in evidence.items() if v is not UNKNOWN},
                     fix=fix, command=command, source=" ; ".join(dict.fromkeys(sources)),
-                    pattern=k.pattern, make=self.made.get(command) if command else None)
+                    pattern=k.pattern, make=self.made.get(command) if command else None,
+                    explains=explains)
         self.findings.append(f)
         return f
 

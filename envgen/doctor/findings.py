@@ -144,6 +144,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "pip_no_match": ("python_unsupported",),
     "std_function": ("host_compiler_too_new",),
     "requirement": ("dependency_conflict",),
+    "import_name": ("dependency_conflict", "torch_unsupported_by_framework"),
     "python_h": ("python_headers_missing",),
     "torch_cpu": ("torch_cpu_only",),
     "torch_abi": ("extension_built_for_other_torch",),
@@ -161,6 +162,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
 RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "nccl_shm", "torch_shm", "nccl_symbol",
                             "driver_old",
                             "cuda_unavailable", "gpu_capability", "no_kernel", "requirement",
+                            "import_name",
                             "torch_cpu", "torch_abi"})
 # kinds that only break compiling ops (setup.py, JIT builds): after the run-time ones when the
 # pasted error is a run-time one
@@ -178,14 +180,17 @@ def ordered(findings: list[Finding], errors: dict[str, str] | None = None
     from dataclasses import replace
 
     errors = errors or {}
+    taken = {f.explains for f in findings if f.explains}  # lines a rule tied to its finding
     seen: set[tuple] = set()
     unique = []
     for f in findings:
         key = (f.kind, f.summary)
         if key not in seen:
             seen.add(key)
-            line = next((line for error, line in errors.items()
-                         if f.kind in EXPLAINED_BY.get(error, ())), None)
+            lines = [line for error, line in errors.items()
+                     if f.kind in EXPLAINED_BY.get(error, ())]
+            line = next((line for line in lines if line not in taken), lines[0] if lines
+                        else None)
             unique.append(replace(f, explains=line) if line and f.explains is None else f)
     runtime = bool(RUNTIME_ERRORS & set(errors))
     return tuple(sorted(unique, key=lambda f: (

@@ -4,6 +4,7 @@ the wheels' manylinux tags, pip's dependency conflicts and imports that fail."""
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
@@ -255,6 +256,53 @@ def dependency_conflict(ctx: Context) -> None:
                     severity="error" if core else None)  # catalog default: warning
 
 
+_IMPORT_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
+
+
+def import_name_missing(ctx: Context) -> None:
+    """"cannot import name 'X' from 'pkg'" of an installed package (reports/requirements.py):
+    the code importing X was written for another release of pkg — a release that still has X,
+    or one that already has it. For torch, torch_unsupported_by_framework; else
+    dependency_conflict. Warnings: which way the version must move is not known."""
+    line = (ctx.s.errors if known(ctx.s.errors) else {}).get("import_name")
+    m = _IMPORT_NAME.search(line or "")
+    if m is None:
+        return
+    name, module = m.groups()
+    top = module.split(".")[0]
+    source = ctx.catalog.section("error_lines").get("import_name")
+    evidence = {"name": name, "module": module, "error": line}
+    if top == "torch":
+        torch = ctx.s.torch if known(ctx.s.torch) else None
+        evidence["torch"] = torch
+        ctx.finding("torch_unsupported_by_framework",
+                    f"code imports {name} from {module}, which torch{' ' + torch if torch else ''}"
+                    " does not have: the package importing it was written for another torch "
+                    "release",
+                    evidence=evidence, severity="warning", source=source, explains=line,
+                    fix="install the torch release the importing package requires (its "
+                        "requirements or install page name it); `envgen make` gives a coherent "
+                        "set for the frameworks it knows")
+        if torch is None:
+            ctx.need("torch", f"which torch lacks {name} decides the release to install",
+                     "`python -c \"import torch; print(torch.__version__)\"`")
+        return
+    packages = ctx.s.packages if known(ctx.s.packages) else {}
+    version = packages.get(top.replace("_", "-").lower())
+    evidence[top] = version
+    ctx.finding("dependency_conflict",
+                f"code imports {name} from {module}, which {top}{' ' + version if version else ''}"
+                f" does not have: the package importing it was written for another release of "
+                f"{top}",
+                evidence=evidence, severity="warning", source=source, explains=line,
+                fix=f"install the {top} release the importing package requires (`pip check` and "
+                    f"its requirements name it): a newer {top} when {name} is new there, an older "
+                    f"one when {top} removed it")
+    if version is None:
+        ctx.need("pip", f"the installed {top} and the importing package's requirement decide "
+                 "which release to install", f"`pip show {shlex.quote(top)}` and `pip check`")
+
+
 def import_failed(ctx: Context) -> None:
     if not known(ctx.s.import_errors):
         return
@@ -270,5 +318,6 @@ def import_failed(ctx: Context) -> None:
 
 
 RULES = (unsupported_platform, pip_requires_python, python_unsupported, windows_wheel,
-         torch_unsupported_by_framework, glibc_too_old, dependency_conflict, import_failed)
+         torch_unsupported_by_framework, glibc_too_old, dependency_conflict,
+         import_name_missing, import_failed)
 __all__ = ["RULES"]

@@ -1,9 +1,9 @@
 """The lines of a pasted report, cleaned of what GitHub and chat add around them.
 
 Input: the text as pasted (markdown code fences, ``<details>`` blocks, ``> `` quote markers,
-``- `` bullets, ``**bold**``, terminal colour codes). Output: :class:`Line` objects holding
-the 1-based line number, the cleaned text the parsers match and the source line, trimmed,
-for ``--explain``. Also the small helpers every format parser shares.
+``- `` bullets, ``**bold**``, a line wrapped in backticks, terminal colour codes). Output:
+:class:`Line` objects holding the 1-based line number, the cleaned text the parsers match and
+the source line, trimmed, for ``--explain``. Also the small helpers every format parser shares.
 """
 
 from __future__ import annotations
@@ -58,10 +58,20 @@ def split(text: str) -> list[Line]:
         clean = _TAG.sub("", clean)
         bullet = bool(_BULLET.match(clean))
         clean = _BULLET.sub("", clean, count=1)
-        clean = _BOLD.sub("", clean).strip()
+        clean = _unwrap(_BOLD.sub("", clean).strip())
         source = "".join(ch for ch in raw.strip() if ch.isprintable())
         out.append(Line(number, clean, source, bullet))
     return out
+
+
+def _unwrap(text: str) -> str:
+    """``text`` without the backticks that wrap it as inline code ("`ERROR: … incompatible.`")
+    or that open or close a code span over several lines (an odd one at either end)."""
+    if len(text) > 1 and text.startswith("`") and text.endswith("`") and text.count("`") == 2:
+        return text[1:-1].strip()
+    if text.count("`") % 2 and (text.startswith("`") or text.endswith("`")):
+        return text.strip("`").strip()
+    return text
 
 
 def version(value: str | None) -> str | None:

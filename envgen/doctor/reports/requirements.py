@@ -25,6 +25,13 @@ source prints it:
   listed, the package named by the "No matching distribution found for NAME…" / "satisfies the
   requirement NAME…" line of the same paste, and ``errors.python_requires`` = that line.
 
+- Python's "ImportError: cannot import name 'BUFSIZE' from 'numpy' (…/site-packages/numpy/
+  __init__.py)" (CPython's Python/ceval.c ``import_from``): code written for another release
+  of that package, when the package is an installed one (its path in site-packages or
+  dist-packages) or torch; ``errors.import_name`` = the first such line. Python's "partially
+  initialized module … (most likely due to a circular import)" is a bug in the code, and a
+  module of the user's own (any other path) says nothing of versions: neither is read.
+
 A prefix before the message (``[rank2]: ``, ``ERROR: ``, a quote) is allowed.
 """
 
@@ -48,6 +55,9 @@ _REQUIRED = re.compile(rf"(?:^|[\s:>])({_NAME}(?:\[[\w,.-]+\])?\s*(?:[<>=!~]=?=?
                        rf"({_NAME})==({_VERSION})\.?(?:\s|$)")
 
 
+_IMPORT_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'(?: \(([^()]{1,300})\))?")
+
+
 _IGNORED = re.compile(r"Ignored the following versions that require a different python "
                       r"version:\s*(.*)$", re.I)
 _IGNORED_ONE = re.compile(rf"({_VERSION}) Requires-Python ([^;]+)")
@@ -56,7 +66,7 @@ _NO_DISTRIBUTION = re.compile(rf"(?:No matching distribution found for|satisfies
 
 
 def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
-    out = _requires_python(lines, claimed)
+    out = _requires_python(lines, claimed) + _import_name(lines, claimed)
     conflicts = 0
     for line in lines:
         if line.number in claimed:
@@ -70,6 +80,21 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
         if conflicts == 1:
             out.append(fact(line, "errors.requirement", line.source[:300], FORMAT))
     return out
+
+
+def _import_name(lines: list[Line], claimed: set[int]) -> list[Extracted]:
+    """The first "cannot import name 'X' from 'pkg' (path)" of an installed package or torch."""
+    for line in lines:
+        m = _IMPORT_NAME.search(line.text) if line.number not in claimed else None
+        if m is None:
+            continue
+        path = (m.group(3) or "").replace("\\", "/")
+        installed = "/site-packages/" in path or "/dist-packages/" in path
+        if installed or m.group(2).split(".")[0] == "torch":
+            claimed.add(line.number)
+            start = max(0, line.source.find("cannot import name") - 40)
+            return [fact(line, "errors.import_name", line.source[start:start + 300], FORMAT)]
+    return []
 
 
 def _requires_python(lines: list[Line], claimed: set[int]) -> list[Extracted]:
