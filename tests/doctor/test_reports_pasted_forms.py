@@ -220,3 +220,34 @@ def test_an_install_command_asking_for_cuda_with_a_cuda_build_is_no_finding(real
     text = ("conda install pytorch cudatoolkit=11.3 -c pytorch\n"
             "pytorch                   1.11.0          py3.8_cuda11.3_cudnn8.2.0_0    pytorch\n")
     assert "torch_cpu_only" not in _kinds(_judge(real, text))
+
+
+# https://github.com/pytorch/pytorch/issues/28195 (a REPL session of torch 1.0)
+PYTORCH_28195 = """\
+>>> print(torch.__version__)
+1.0.0.dev20190102
+>>> print(torch.version.cuda)
+9.0.176
+"""
+
+
+def test_an_old_torchs_three_part_cuda_after_its_command_is_read():
+    report = parse_report(PYTORCH_28195)
+    assert report.snapshot.torch_cuda == "9.0.176"
+    assert report.snapshot.torch == "1.0.0.dev20190102"
+    # alone, a three-part version says no program: not torch's CUDA
+    assert not parse_report("9.0.176\n").snapshot.known("torch_cuda")
+
+
+@pytest.mark.parametrize(("text", "count"), [
+    ("My GPU is 8x H100\n", 8),                           # pytorch/torchtitan#853
+    ("Running TGI on a 4 x A100 GPU server\n", 4),        # text-generation-inference#1655
+    ("I have 4 A100 GPU\n", 4),                           # hiyouga/EasyR1#228
+    ("training on an A100 with CUDA 12 A100\n", 1),       # a version is no count
+    ("CUDA 12.1 A100\n", 1),
+])
+def test_a_gpu_count_in_prose_is_kept(text, count):
+    facts = load_facts(MATRIX)
+    gpus = parse_report(text, gpus=facts.gpus).snapshot.gpus
+    assert len(gpus) == count and {g.name for g in gpus} == {"A100" if "A100" in text
+                                                            else "H100"}

@@ -12,7 +12,8 @@ command's output states (see the needs in envgen/doctor/rules_*.py):
   "2.1.0+cu121 12.1" ("… None": a CPU build);
 - ``ls /usr/include/libaio.h; ldconfig -p | grep libaio`` → the header's path or ls's "cannot
   access", and ldconfig's "libaio.so.1 (libc6,x86-64) => …";
-- ``ninja --version`` → "1.11.1" and ``print(torch.version.cuda)`` → "12.1": a bare version
+- ``ninja --version`` → "1.11.1" and ``print(torch.version.cuda)`` → "12.1" (old releases
+  print "9.0.176", as pytorch#28195 pastes): a bare version
   says which program printed it only right after the command's line, or as the whole paste;
 - ``>>> torch.__version__`` (or ``print(torch.__version__)``) → "'0.1.12+0ba2043'" on the next
   line.
@@ -40,6 +41,7 @@ _NO_LIBAIO_H = re.compile(r"cannot access '?/usr/include/libaio\.h'?: No such fi
 _LIBAIO_SO = re.compile(r"^libaio\.so\.1(?:t64)?\s+\([^)]*\)\s+=>\s+\S+")
 _NINJA = re.compile(r"^1\.\d+\.\d+(?:\.git)?$")
 _CUDA = re.compile(r"^(\d{1,2}\.\d|None)$")
+_CUDA_AFTER = re.compile(r"^(\d{1,2}\.\d(?:\.\d+)?|None)$")  # old torch: "9.0.176"
 _NINJA_CMD = re.compile(r"\bninja\s+--version\b", re.I)
 _CUDA_CMD = re.compile(r"torch\.version\.cuda\)?\s*['\"]?\s*$", re.I)
 _TORCH_CMD = re.compile(r"torch\.__version__\)?\s*['\"]?\s*$")
@@ -106,7 +108,7 @@ def _one(line: Line, before: str, alone: bool) -> list[Extracted]:
     m = _QUOTED.match(text)
     if m and _TORCH_CMD.search(before):
         return [fact(line, "torch", m.group(2), FORMAT, note="torch.__version__")]
-    m = _CUDA.match(text)
+    m = _CUDA_AFTER.match(text) if _CUDA_CMD.search(before) else _CUDA.match(text)
     if m and (_CUDA_CMD.search(before) or (alone and m.group(1) != "None")):
         value = None if m.group(1) == "None" else version(m.group(1))
         return [fact(line, "torch_cuda", value, FORMAT, note="print(torch.version.cuda)")]
