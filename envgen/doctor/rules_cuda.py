@@ -9,7 +9,7 @@ import re
 import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
-from envgen.doctor.reports.errors import arch_of, driver_cuda
+from envgen.doctor.reports.errors import arch_of, driver_cuda, nccl_symbol_of
 from envgen.doctor.rules_release import _make
 from envgen.doctor.snapshot import UNKNOWN
 from envgen.resolve.checks import cc_of
@@ -304,8 +304,9 @@ def gpu_arch_unsupported(ctx: Context) -> None:
         # torch's capability warning comes only from a CUDA build
         cuda_build = (known(ctx.s.torch_cuda) and ctx.s.torch_cuda) or "gpu_capability" in errors
         if cuda_build and arch_list and not _torch_runs(tuple(arch_list), arch):
+            torch = f"torch {ctx.s.torch}" if known(ctx.s.torch) else "this torch build"
             ctx.finding("gpu_arch_unsupported",
-                        f"torch {ctx.s.torch} was compiled for {', '.join(arch_list)}: no "
+                        f"{torch} was compiled for {', '.join(arch_list)}: no "
                         f"kernel runs on {name} ({arch}) — 'no kernel image is available "
                         "for execution on the device'",
                         evidence={"gpu": name, "arch": arch, "torch": ctx.s.torch,
@@ -350,12 +351,20 @@ def gpu_arch_from_error(ctx: Context) -> None:
     make = _make(ctx, next(iter(ctx.frameworks), None))
     gpu = next(((n, a) for n, a in ctx.gpu_archs if a), None)
     if "gpu_capability" in errors and gpu:
+        # older torch's "Found GPU0 … which is of cuda capability 5.0. PyTorch no longer supports
+        # this GPU because it is too old." (the line kept may be its first half)
+        old = re.search(r"no longer supports this GPU|which is of cuda capability",
+                        errors["gpu_capability"], re.I) is not None
         ctx.finding("gpu_arch_unsupported",
                     f"torch {ctx.s.torch if known(ctx.s.torch) else ''} has no kernels for "
                     f"{gpu[0]} ({gpu[1]}): torch's own check says so".replace("  ", " "),
                     evidence={"gpu": gpu[0], "arch": gpu[1], "torch": ctx.s.torch},
                     fix=f"install a torch build whose arch list includes {gpu[1]} (torch."
-                        "cuda.get_arch_list() shows this one's)", command=make)
+                        "cuda.get_arch_list() shows this one's)" + (
+                            ", e.g. an older torch release that still supported this GPU, or "
+                            "torch built from source for it" if old else ""),
+                    command=make, source=ctx.catalog.section("error_lines").get("gpu_too_old")
+                    if old else None)
         return
     line = errors.get("no_kernel")
     if line:
@@ -413,7 +422,7 @@ def _nvcc_arch(ctx: Context, arch: str) -> None:
     ctx.finding("gpu_arch_unsupported", summary,
                 evidence={"arch": arch, "nvcc": ctx.s.nvcc if known(ctx.s.nvcc) else None,
                           "toolkits_targeting": having},
-                fix=fix)
+                fix=fix, source=ctx.catalog.section("error_lines").get("nvcc_arch"))
 
 
 def nccl_mismatch(ctx: Context) -> None:
@@ -437,7 +446,7 @@ def nccl_mismatch(ctx: Context) -> None:
         listed = ", ".join(f"{k} {v}" for k, v in sorted(wheels.items()))
         ctx.finding("nccl_mismatch",
                     f"{len(wheels)} NCCL wheels are installed ({listed}); "
-                    f"torch {s.torch if known(s.torch) else ''} needs one"
+                    + (f"torch {s.torch} needs one" if known(s.torch) else "torch needs one")
                     + (f": {keep}" if keep else ""),
                     evidence={"nccl_wheels": wheels, "torch_cuda": s.torch_cuda,
                               "torch_nccl": s.torch_nccl, "torch_pins": pin},
@@ -468,20 +477,7 @@ def nccl_mismatch(ctx: Context) -> None:
                         command=command)
     line = (s.errors if known(s.errors) else {}).get("nccl_symbol")
     if line and len(wheels) <= 1 and not any(f.kind == "nccl_mismatch" for f in ctx.findings):
-        wheel = f"nvidia-nccl-cu{torch_cuda.split('.')[0]}" if torch_cuda else None
-        pin = build.nccl if build is not None and build.nccl else None
-        ctx.finding("nccl_mismatch",
-                    "torch's own library misses an NCCL symbol: the libnccl.so.2 the loader "
-                    "took is not the NCCL torch was built with",
-                    evidence={"error": line[:200], "torch": s.torch if known(s.torch) else None,
-                              "torch_pins": pin},
-                    fix="find the other NCCL: a second nvidia-nccl wheel (`pip list | grep -i "
-                        "nccl`), or a system libnccl on LD_LIBRARY_PATH / LD_PRELOAD; keep only "
-                        "the NCCL wheel torch pins"
-                        + (f" ({wheel}=={pin})" if wheel and pin else ""),
-                    command=ctx.pip("install", "--force-reinstall", "--no-deps",
-                                    f"{wheel}=={pin}") if wheel and pin else None,
-                    severity="error")
+        _nccl_symbol(ctx, line, wheels, torch_cuda)
     if build is not None and build.nccl and torch_nccl and _mm(build.nccl) != _mm(torch_nccl) \
             and len(wheels) <= 1:
         ctx.finding("nccl_mismatch",
@@ -493,6 +489,68 @@ def nccl_mismatch(ctx: Context) -> None:
                                     f"nvidia-nccl-cu{torch_cuda.split('.')[0]}=={build.nccl}")
                     if torch_cuda else None,
                     severity="warning")
+
+
+def _nccl_symbol(ctx: Context, line: str, wheels: dict, torch_cuda: str | None) -> None:
+    """An undefined ``nccl…`` symbol: the libnccl.so.2 the loader took lacks a function the
+    library being loaded was built against. In torch's own library: not torch's NCCL (its pin
+    fixes it); in an extension's: an NCCL older than the one it was built against (torch's pin
+    may be that older one); with no library named: either, a warning."""
+    s, build = ctx.s, ctx.torch_build
+    library, symbol = nccl_symbol_of(line) or (None, "nccl…")
+    path = (library or "").replace("\\", "/")
+    ours = "/torch/lib/" in path or "/torch/_C" in path
+    wheel = f"nvidia-nccl-cu{torch_cuda.split('.')[0]}" if torch_cuda else None
+    pin = build.nccl if build is not None and build.nccl else None
+    evidence = {"error": line[:200], "library": library, "symbol": symbol,
+                "torch": s.torch if known(s.torch) else None, "torch_pins": pin,
+                "nccl_wheels": wheels or None}
+    source = ctx.catalog.section("error_lines").get("nccl_symbol")
+    if not wheels:
+        ctx.need("nccl wheels", "which NCCL wheels (and system libnccl) are installed says which "
+                 "libnccl.so.2 was loaded", "`pip list | grep -i nccl` (and `echo "
+                 "$LD_LIBRARY_PATH $LD_PRELOAD`)")
+    if ours:
+        ctx.finding("nccl_mismatch",
+                    f"torch's own library misses the NCCL symbol {symbol}: the libnccl.so.2 the "
+                    "loader took is not the NCCL torch was built with",
+                    evidence=evidence,
+                    fix="find the other NCCL: a second nvidia-nccl wheel (`pip list | grep -i "
+                        "nccl`), or a system libnccl on LD_LIBRARY_PATH / LD_PRELOAD; keep only "
+                        "the NCCL wheel torch pins"
+                        + (f" ({wheel}=={pin})" if wheel and pin else ""),
+                    command=ctx.pip("install", "--force-reinstall", "--no-deps",
+                                    f"{wheel}=={pin}") if wheel and pin else None,
+                    severity="error", source=source)
+        return
+    if library:
+        ctx.finding("nccl_mismatch",
+                    f"{library.rsplit('/', 1)[-1]} was built against an NCCL that has {symbol}; "
+                    "the libnccl.so.2 the loader took lacks it: an older NCCL (a later install "
+                    "that pinned one, e.g. torch's) or a second NCCL found first",
+                    evidence=evidence,
+                    fix="install the NCCL that extension was built against (its build or README "
+                        "says which; `pip list | grep -i nccl` shows the installed wheels): `pip "
+                        "install --no-deps --force-reinstall nvidia-nccl-cuXX==<that version>`, "
+                        "or rebuild the extension against the NCCL installed"
+                        + (f"; torch's pin ({wheel}=={pin}) may be the older one" if wheel and pin
+                           else ""),
+                    severity="error", source=source)
+        return
+    # which library asked is not said: a warning (the NCCL loaded is not the one it was built
+    # against, but whether a wheel, a system libnccl or the extension's own build is to blame
+    # the line does not tell)
+    ctx.finding("nccl_mismatch",
+                f"undefined symbol {symbol}: the libnccl.so.2 the loader took lacks an NCCL "
+                "function the library being loaded was built against (an older NCCL, or a "
+                "second NCCL wheel or a system libnccl found first); the line does not say "
+                "which library asked",
+                evidence=evidence,
+                fix="`pip list | grep -i nccl`: keep one NCCL wheel, the one torch pins"
+                    + (f" ({wheel}=={pin})" if wheel and pin else "")
+                    + " (or the newer one an extension was built against), and take any system "
+                    "libnccl out of LD_LIBRARY_PATH / LD_PRELOAD",
+                severity="warning", source=source)
 
 
 RULES = (cuda_mismatch, cuda_home_mismatch, driver_too_old, gpu_arch_unsupported,

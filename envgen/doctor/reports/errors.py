@@ -27,8 +27,10 @@ that state no other fact:
   and "#error You need C++17 to compile PyTorch";
 - ``thc``: "THC/THCDeviceUtils.cuh: No such file or directory" (torch ≥ 1.11 has no THC);
 - ``aio_lib``: MSVC's "LNK1181 … aio.lib" / "cufile.lib" (DeepSpeed's Linux-only ops on Windows);
-- ``shm``: "exitcode: -7", "Bus error", "SIGBUS", DataLoader's "insufficient shared memory (shm)",
-  and prose that blames it ("shared memory is not enough", "docker limits shm");
+- ``shm``: "exitcode: -7", "Bus error", "SIGBUS", "signal 7" (text-generation-inference's
+  launcher: "Download process was signaled to shutdown with signal 7"), DataLoader's
+  "insufficient shared memory (shm)", and prose that blames it ("shared memory is not enough",
+  "docker limits shm");
 - ``thc_named``: THC headers named outside an error line ("change THC/THCDeviceUtils.cuh to …");
 - ``driver_old``: torch's "The NVIDIA driver on your system is too old (found version 11060)" —
   the number is the CUDA version the driver supports, 1000 × major + 10 × minor (NVIDIA's CUDA
@@ -39,10 +41,11 @@ that state no other fact:
   current PyTorch installation." and "The current PyTorch install supports CUDA capabilities
   sm_37 sm_50 …" → gpus (name, capability) and torch_arch_list; older torch's "Found GPU0 GeForce
   GT 730 which is of cuda capability 3.5. PyTorch no longer supports this GPU because it is too
-  old." → gpus;
+  old." → gpus (torch prints it over two lines: they are read as one);
 - ``no_kernel``: "no kernel image is available for execution on the device", "invalid device
   function" (the code was not compiled for this GPU's architecture);
-- ``nvcc_arch``: "nvcc fatal : Unsupported gpu architecture 'compute_86'";
+- ``nvcc_arch``: "nvcc fatal : Unsupported gpu architecture 'compute_86'", also without the
+  "nvcc fatal :" prefix or its colon (a title, a quote);
 - ``gcc_new`` / ``gcc_old``: the host compiler lines above (the fact stays explain only);
 - ``apex_cuda``: apex's "Cuda extensions are being compiled with a version of Cuda that does not
   match the version used to compile Pytorch binaries. Pytorch binaries were compiled with Cuda
@@ -55,7 +58,11 @@ that state no other fact:
 - ``no_nvcc``: the nvcc lines above (CUDA_HOME not found, "…/bin/nvcc" missing, "nvcc: not
   found");
 - ``nccl_shm``: NCCL's "Call to posix_fallocate failed : No space left on device" / "failed to
-  extend /dev/shm/nccl-… to N bytes" (/dev/shm has no room for NCCL's segment); ``torch_shm``:
+  extend /dev/shm/nccl-… to N bytes" (/dev/shm has no room for NCCL's segment), and NCCL's
+  "Error while creating shared memory segment /dev/shm/nccl-… (size N)" without an errno (NCCL
+  2.12 … 2.21 print none; the rule reads that one as a likely, not a proven, full /dev/shm;
+  not after NCCL's "Cuda failure" line, which says cudaHostRegister failed instead);
+  ``torch_shm``:
   torch's "unable to write to file </torch_18693_1954506624>" (a shared tensor that /dev/shm
   has no room for);
 - ``pip_no_match``: pip's "No matching distribution found for torch==1.10.0+cu113" (no file for
@@ -68,8 +75,10 @@ that state no other fact:
   torch build asked for CUDA);
 - ``torch_abi``: an undefined symbol of torch's own C++ namespaces (``_ZN3c10…``, ``_ZN2at…``,
   ``_ZN5torch…``) in a compiled extension outside torch: it was built against another torch
-  (the ``import_errors`` fact is kept as well); ``nccl_symbol``: an undefined ``nccl…`` symbol
-  in torch's own library (the libnccl loaded is not torch's);
+  (the ``import_errors`` fact is kept as well); ``nccl_symbol``: an undefined ``nccl…`` symbol,
+  in torch's own library, in an extension's ("…/deep_ep/_C….so: undefined symbol:
+  ncclGetLsaDevicePointer") or named alone ("undefined symbol ncclCommRegister"): the libnccl
+  loaded lacks a function the library was built against;
 - ``ext_build``: a failed extension build ("error: command '/usr/local/cuda/bin/nvcc' failed with
   exit code 1", torch's "Error compiling objects for extension", "Error building extension
   'fused_adam'"): the paste is from a build, so the nvcc-against-torch checks apply.
@@ -80,7 +89,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from envgen.doctor.reports._lines import Extracted, Line, fact
+from envgen.doctor.reports._lines import Extracted, Line, fact, near
 
 FORMAT = "error"
 _DS_CUDA = re.compile(r"Installed CUDA version (\d+\.\d+) does not match the version torch was "
@@ -160,13 +169,26 @@ _CXX_STD = re.compile(r"#error\s+(?:C\+\+(\d+) or later compatible compiler is r
 _THC_H = r"THC/\w+\.(?:cuh|h)"
 _THC = re.compile(rf"{_Q}{_THC_H}{_Q}:?\s*No such file|missing\s+{_Q}{_THC_H}\b", re.I)
 _AIO_LIB = re.compile(r"\bLNK1181\b.*\b(?:aio|cufile)\.lib", re.I)
+# "signal 7" is SIGBUS on Linux (x86, ARM): text-generation-inference's launcher prints the
+# number ("Download process was signaled to shutdown with signal 7", launcher/src/main.rs)
 _SHM = re.compile(r"(?:exit\s?code|return code|exit status)\s*[:=]?\s*-7\b|\bSIGBUS\b|\bBus error\b"
-                  r"|insufficient shared memory \(shm\)", re.I)
+                  r"|insufficient shared memory \(shm\)|\bsignal\s?7\b(?!\.\d)", re.I)
 # NCCL's own lines when /dev/shm has no room for its segment (src/misc/shmutils.cc,
-# include/shm.h); "Error while creating shared memory segment" alone has other causes
+# include/shm.h); "Error while creating shared memory segment" with another errno has other
+# causes and is not read; without an errno (NCCL 2.12 … 2.21 print none, see SEGMENT) it is read,
+# and the rule weighs it as a likely cause only
 _NCCL_SHM = re.compile(r"posix_fallocate failed\s*:\s*No space left on device|failed to extend "
                        r"/dev/shm/\S+ to \d+ bytes|Error while creating shared memory segment "
-                       r"\S+ \(size \d+\), error: No space left on device", re.I)
+                       r"\S+ \(size \d+\), error: No space left on device|Error while creating "
+                       r"shared memory segment\s+/dev/shm/\S+\s*\(size\s*\d+\)(?!\s*,?\s*error)",
+                       re.I)
+# that line without the errno: which call failed is not said (open, fallocate, mmap or
+# cudaHostRegister in NCCL 2.21.5's ncclShmOpen, the segment's WARN after each)
+SEGMENT = re.compile(r"Error while creating shared memory segment\s+/dev/shm/\S+\s*"
+                     r"\(size\s*\d+\)(?!\s*,?\s*error)", re.I)
+# ncclShmOpen's CUDACHECKGOTO just before it: cudaHostRegister failed, not /dev/shm
+# (NVIDIA/nccl#1518: "NCCL WARN Cuda failure 'invalid argument'", /dev/shm not full)
+_CUDA_FAILURE = re.compile(r"\bCuda failure\b", re.I)
 # torch.multiprocessing writing a shared tensor into /dev/shm (DataLoader workers): "unable to
 # write to file </torch_18693_1954506624>" (pytorch#3948: out of shared memory)
 _TORCH_SHM = re.compile(r"unable to write to file </torch_\d+_\d+(?:_\d+)?>", re.I)
@@ -188,7 +210,9 @@ _TOO_OLD_GPU = re.compile(r"Found GPU\s?\d+ (.{1,80}?) which is of cuda capabili
                           r"PyTorch no longer supports this GPU because it is too old", re.I)
 _NO_KERNEL = re.compile(r"no kernel image is available for execution on the device|"
                         r"\binvalid device function\b", re.I)
-_NVCC_ARCH = re.compile(r"nvcc fatal\s*:\s*Unsupported gpu architecture "
+# nvcc's "nvcc fatal   : Unsupported gpu architecture 'compute_86'", also quoted without the
+# prefix or its colon ("nvcc fatal unsupported gpu architecture 'compute_86'", a title)
+_NVCC_ARCH = re.compile(r"(?:\bnvcc fatal\s*:?\s*)?\bUnsupported gpu architecture\s+"
                         r"[`'‘\"]?(?:compute|sm)_(\d{2,3})[a-z]?", re.I)
 _APEX_CUDA = re.compile(r"Cuda extensions are being compiled with a version of Cuda that does not "
                         r"match the version used to compile Pytorch binaries\.?\s*(?:Pytorch "
@@ -218,6 +242,9 @@ _TORCH_CPU = re.compile(r"Torch not compiled with CUDA enabled", re.I)
 # an Itanium-mangled name in torch's namespaces: c10, at (ATen), torch, caffe2 (N, then an
 # optional const/volatile qualifier K/V, then the namespace's length-prefixed name)
 _TORCH_SYMBOL = re.compile(r"undefined symbol:\s*_ZN[KV]?(?:3c10|2at|5torch|6caffe2)")
+# an undefined NCCL function (ncclCommRegister, its pnccl… alias), after "undefined symbol" with
+# or without the colon: the libnccl loaded lacks it, whichever library asked
+_NCCL_SYMBOL = re.compile(r"(?i:\bundefined symbol)\s*:?\s*[`'\"]?(p?nccl[A-Z]\w*)")
 # a C++/CUDA extension build that failed, whichever extension (setuptools' nvcc command, torch's
 # cpp_extension): the text is from a build, so the build-time rules apply
 _EXT_BUILD = re.compile(r"error: command '[^']*nvcc(?:\.exe)?' failed with exit (?:status|code) "
@@ -231,12 +258,15 @@ _LINES = (("nccl_shm", _NCCL_SHM), ("torch_shm", _TORCH_SHM), ("glibc", _GLIBC),
           ("aio_lib", _AIO_LIB), ("shm", _SHM), ("no_kernel", _NO_KERNEL),
           ("nvcc_arch", _NVCC_ARCH), ("std_flag", _STD_FLAG), ("cuda_unavailable", _UNAVAILABLE),
           ("pip_no_match", _PIP_NO_MATCH), ("std_function", _STD_FUNCTION),
-          ("python_h", _PYTHON_H), ("torch_cpu", _TORCH_CPU), ("shm", _SHM_PROSE),
+          ("python_h", _PYTHON_H), ("torch_cpu", _TORCH_CPU), ("nccl_symbol", _NCCL_SYMBOL),
+          ("shm", _SHM_PROSE),
           ("thc_named", _THC_NAMED), ("ext_build", _EXT_BUILD))
 _LONGEST = 300
 # messages that pip's indented output (or the terminal) wraps, cut where the rest is on the
-# next line: a symbol after "undefined symbol:", torch's "…used to compile" / "PyTorch (12.1)."
-_WRAPPED = re.compile(r"undefined symbol:$|mismatches the version that was used to compile$")
+# next line: a symbol after "undefined symbol:", torch's "…used to compile" / "PyTorch (12.1).",
+# torch's old-GPU warning, whose text holds a newline after "… cuda capability 5.0."
+_WRAPPED = re.compile(r"undefined symbol:$|mismatches the version that was used to compile$|"
+                      r"which is of cuda capability \d+\.\d+\.?$", re.I)
 
 
 def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
@@ -250,6 +280,9 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
             line = replace(line, text=f"{line.text} {lines[i + 1].text}")
             taken.append(lines[i + 1].number)
         found = [e for e in _one(line, lines[i + 1:i + 3]) if e.fact not in seen]
+        if any(e.fact == "errors.nccl_shm" for e in found) and SEGMENT.search(line.text) and \
+                near(lines, i, _CUDA_FAILURE, 4, 0):
+            found = [e for e in found if e.fact != "errors.nccl_shm"]  # the CUDA call failed
         seen.update(e.fact for e in found if e.fact.startswith("errors."))  # its first line only
         if found:
             claimed.update(taken)
@@ -328,7 +361,7 @@ def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
         path = library.replace("\\", "/")
         ours = "/torch/lib/" in path or "/torch/_C" in path  # torch's own libraries
         error = ("torch_abi" if _TORCH_SYMBOL.search(symbol) and not ours else
-                 "nccl_symbol" if ours and symbol.startswith("undefined symbol: nccl") else None)
+                 "nccl_symbol" if _NCCL_SYMBOL.search(symbol) else None)
         return [fact(line, f"import_errors.{module_of(library)}", symbol, FORMAT)], error
     missing = _NO_MODULE.search(text)
     if missing:
@@ -395,6 +428,18 @@ def arch_of(line: str) -> str | None:
     """The sm_XY an "Unsupported gpu architecture 'compute_86'" line names, or None."""
     m = _NVCC_ARCH.search(line)
     return f"sm_{m.group(1)}" if m else None
+
+
+def nccl_symbol_of(line: str) -> tuple[str | None, str] | None:
+    """The library and the NCCL function of an "undefined symbol" line: ("/…/deep_ep/_C….so",
+    "ncclGetLsaDevicePointer"); (None, "ncclCommRegister") when no library is named; None when
+    the line names no NCCL function."""
+    m = _NCCL_SYMBOL.search(line)
+    if not m:
+        return None
+    words = line[max(0, m.start() - 4096):m.start()].split()
+    library = words[-1].strip("`'\"").rstrip(":") if words else ""
+    return (library if _Undefined._LIBRARY.fullmatch(library) else None), m.group(1)
 
 
 def std_of(line: str) -> int | None:
