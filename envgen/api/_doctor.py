@@ -73,7 +73,7 @@ def _read_report(request: DoctorRequest, matrix: Matrix):
                          hint="paste the output of `python -m torch.utils.collect_env`, "
                          "`ds_report`, `pip list`, `nvidia-smi`, `nvcc --version` or "
                          "`gcc --version` (or run `envgen doctor` on the machine itself)")
-    return report.snapshot, tuple(describe(report)), f"report {where}"
+    return report.snapshot, tuple(describe(report)), f"report {where}", report.disputed
 
 
 def doctor(request: DoctorRequest, *, matrix: Matrix | None = None,
@@ -90,11 +90,12 @@ def doctor(request: DoctorRequest, *, matrix: Matrix | None = None,
         raise UsageError("--snapshot and --report both given",
                          hint="judge one input at a time")
     explain: tuple[str, ...] = ()
+    disputed: dict[str, tuple[str, ...]] = {}
     python = None
     if request.snapshot is not None:
         snapshot, origin = read_snapshot(Path(request.snapshot)), f"snapshot {request.snapshot}"
     elif request.report is not None:
-        snapshot, explain, origin = _read_report(request, matrix)
+        snapshot, explain, origin, disputed = _read_report(request, matrix)
     else:
         from envgen.doctor.collect import collect
 
@@ -105,7 +106,7 @@ def doctor(request: DoctorRequest, *, matrix: Matrix | None = None,
     progress("judging it against the matrix")
     diagnosis = judge(snapshot, matrix.facts, catalog, frameworks=request.frameworks,
                       ops=request.ops, python=python or "python", origin=origin,
-                      index_urls=matrix.index_urls())
+                      index_urls=matrix.index_urls(), disputed=disputed)
     diagnosis = _with_tiers(diagnosis, matrix)
     saved = None
     if request.save is not None:

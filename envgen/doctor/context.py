@@ -57,6 +57,9 @@ class Context:
     # named no CUDA, judged as PyPI's default build of it, or a bare torch on Windows, judged
     # as PyPI's win_amd64 build (platform "windows-x86_64", CPU-only) (judge.py)
     assumed_build: TorchBuild | None = None
+    # facts a pasted report states two values of (Report.disputed): fact → "value (where)", the
+    # judged one first
+    disputed: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     # ---------------------------------------------------------------- reporting
 

@@ -18,7 +18,9 @@ decide what was not judged, it is asked for (``ctx.need``). Ranges checked:
 - nvcc older than the matrix's first toolkit (its host-compiler ceiling was not checked);
 - GPUs whose compute capability is not given and not in curated/gpus.toml;
 - Windows and macOS (the matrix's builds and rules are Linux's);
-- a framework release the matrix does not have (judge.py asks for it; here it is a note).
+- a framework release the matrix does not have (judge.py asks for it; here it is a note);
+- a fact a pasted report states twice, differently (from lists or tools' output, not prose):
+  judged with the first, and asked for.
 """
 
 from __future__ import annotations
@@ -208,10 +210,30 @@ def _frameworks(ctx: Context, out: list[Coverage]) -> None:
                             f"{name} {version}: no release of it in the matrix"))
 
 
+# how to get each fact a report may state twice (reports.Report.disputed)
+_HOW = {"torch": '`python -c "import torch; print(torch.__version__)"`',
+        "torch_cuda": '`python -c "import torch; print(torch.version.cuda)"`',
+        "nvcc": "`nvcc --version`", "python": "`python --version`", "gcc": "`gcc --version`",
+        "glibc": "`ldd --version | head -1`",
+        "driver": "`nvidia-smi --query-gpu=driver_version --format=csv,noheader`"}
+
+
+def _disputed(ctx: Context, out: list[Coverage]) -> None:
+    """A fact the report states twice, differently (two environments pasted, or one changed
+    between runs): judged with the first, said, and asked for."""
+    for name, values in ctx.disputed.items():
+        out.append(Coverage(name, f"the report states {name} {values[0]} and also "
+                                  f"{'; '.join(values[1:])}: judged with the first"))
+        if name in _HOW:
+            ctx.need(name, f"the report states two values of it ({values[0]}; "
+                           f"{'; '.join(values[1:])}): the one of the failing run decides",
+                     f"{_HOW[name]} in the failing environment")
+
+
 def check(ctx: Context) -> tuple[Coverage, ...]:
     """The coverage notes of ``ctx``'s snapshot (asking, via ``ctx.need``, for the facts that
     would decide what was not judged, and judging the driver against the older floors)."""
     out: list[Coverage] = []
-    for part in (_platform, _torch, _driver, _nvcc, _gpus, _frameworks):
+    for part in (_disputed, _platform, _torch, _driver, _nvcc, _gpus, _frameworks):
         part(ctx, out)
     return tuple(dict.fromkeys(out))

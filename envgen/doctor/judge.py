@@ -124,8 +124,11 @@ def _on_assumption(finding: Finding, assumed: TorchBuild) -> Finding:
 
 def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
           frameworks: Iterable[str] = (), ops: Iterable[str] = (), python: str = "python",
-          origin: str = "live", index_urls: dict[str, str] | None = None) -> Diagnosis:
-    """Every rule over ``snapshot``; findings worst first, needs in the order rules asked."""
+          origin: str = "live", index_urls: dict[str, str] | None = None,
+          disputed: dict[str, tuple[str, ...]] | None = None) -> Diagnosis:
+    """Every rule over ``snapshot``; findings worst first, needs in the order rules asked.
+    ``disputed``: the facts a pasted report states two values of (``Report.disputed``), said
+    as coverage notes and asked for."""
     from envgen.doctor import (
         coverage,
         rules_build,
@@ -146,7 +149,8 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
     judged_snapshot = replace(snapshot, torch_cuda=assumed.cuda) if assumed else snapshot
     ctx = Context(snapshot=judged_snapshot, facts=facts, catalog=catalog,
                   frameworks=judged_names, ops=tuple(ops), python=python,
-                  index_urls=dict(index_urls or {}), assumed_build=assumed)
+                  index_urls=dict(index_urls or {}), assumed_build=assumed,
+                  disputed=dict(disputed or {}))
     for name, version in judged_names.items():
         if version is not None and not ctx.releases(name):
             known_versions = sorted((r.version for r in facts.frameworks if r.framework == name),

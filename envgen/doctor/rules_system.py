@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import re
 import shlex
-from dataclasses import replace
 
 from envgen.doctor.context import Context, known, public
-from envgen.doctor.findings import Finding
 from envgen.doctor.reports.errors import SEGMENT
 from envgen.doctor.rules_build import ops_with_std
 from envgen.versions import dotted_key, release
@@ -148,12 +146,6 @@ _SHM_FIX = ("check `df -h /dev/shm`; give the container more shared memory: dock
             "at /dev/shm")
 
 
-def _explaining(ctx: Context, finding: Finding, line: str) -> None:
-    """``finding`` (the last one added) marked as the cause of ``line``: the judge would
-    otherwise quote the first line of any error id it explains (a title's prose)."""
-    ctx.findings[-1] = replace(finding, explains=line)
-
-
 def shm_too_small(ctx: Context) -> None:
     """NCCL's "No space left on device" for its /dev/shm segment, or torch's "unable to write to
     file </torch_…>" (a shared tensor): an error. NCCL's "Error while creating shared memory
@@ -178,34 +170,32 @@ def shm_too_small(ctx: Context) -> None:
     if line and SEGMENT.search(line):
         # NCCL 2.12 … 2.21 print no errno here: creating the segment failed (opening, sizing,
         # mapping or registering it), most often as /dev/shm had no room (the threads cited)
-        f = ctx.finding("shm_too_small",
-                        "NCCL could not create its shared-memory segment in /dev/shm (NCCL uses "
-                        "it between the GPUs of a node): a /dev/shm too small for it, as a "
-                        "container's default 64 MB is, is the usual cause; the line does not "
-                        "say which call failed",
-                        evidence={"nccl": "Error while creating shared memory segment "
-                                  "/dev/shm/nccl-…"},
-                        severity="warning",
-                        fix=_SHM_FIX + "; NCCL_DEBUG=INFO shows the call that failed (an earlier "
-                            "'failed to extend /dev/shm/nccl-… to N bytes' is a full /dev/shm, "
-                            "an earlier 'Cuda failure' is not)",
-                        source=cited.get("nccl_shm_segment"))
-        _explaining(ctx, f, line)
+        ctx.finding("shm_too_small",
+                    "NCCL could not create its shared-memory segment in /dev/shm (NCCL uses "
+                    "it between the GPUs of a node): a /dev/shm too small for it, as a "
+                    "container's default 64 MB is, is the usual cause; the line does not "
+                    "say which call failed",
+                    evidence={"nccl": "Error while creating shared memory segment "
+                              "/dev/shm/nccl-…"},
+                    severity="warning",
+                    fix=_SHM_FIX + "; NCCL_DEBUG=INFO shows the call that failed (an earlier "
+                        "'failed to extend /dev/shm/nccl-… to N bytes' is a full /dev/shm, "
+                        "an earlier 'Cuda failure' is not)",
+                    source=cited.get("nccl_shm_segment"), explains=line)
         return
     if line:
-        f = ctx.finding("shm_too_small",
-                        "NCCL found no room in /dev/shm for its shared-memory segment (Docker's "
-                        "default /dev/shm is 64 MB; NCCL 2.7 and later use it between GPUs of a "
-                        "node)",
-                        evidence={"nccl": "No space left on device in /dev/shm"},
-                        severity="error",
-                        fix="check `df -h /dev/shm` and remove stale /dev/shm/nccl-* files of "
-                            "killed jobs; give the container more shared memory: docker run "
-                            "--shm-size=1g (or --ipc=host); on Kubernetes mount an emptyDir with "
-                            "medium: Memory at /dev/shm. NCCL_SHM_DISABLE=1 avoids it at some "
-                            "speed",
-                        source=cited.get("nccl_shm"))
-        _explaining(ctx, f, line)
+        ctx.finding("shm_too_small",
+                    "NCCL found no room in /dev/shm for its shared-memory segment (Docker's "
+                    "default /dev/shm is 64 MB; NCCL 2.7 and later use it between GPUs of a "
+                    "node)",
+                    evidence={"nccl": "No space left on device in /dev/shm"},
+                    severity="error",
+                    fix="check `df -h /dev/shm` and remove stale /dev/shm/nccl-* files of "
+                        "killed jobs; give the container more shared memory: docker run "
+                        "--shm-size=1g (or --ipc=host); on Kubernetes mount an emptyDir with "
+                        "medium: Memory at /dev/shm. NCCL_SHM_DISABLE=1 avoids it at some "
+                        "speed",
+                    source=cited.get("nccl_shm"), explains=line)
         return
     line = errors.get("shm")
     if not line:

@@ -251,3 +251,38 @@ def test_a_gpu_count_in_prose_is_kept(text, count):
     gpus = parse_report(text, gpus=facts.gpus).snapshot.gpus
     assert len(gpus) == count and {g.name for g in gpus} == {"A100" if "A100" in text
                                                             else "H100"}
+
+
+# https://github.com/pytorch/pytorch/issues/32369 (two environments: a working env1's
+# collect_env, and the failing env2's conda row quoted in prose)
+PYTORCH_32369 = """\
+But in the non-working environment (env1):
+pytorch                   1.4.0               py3.7_cpu_0  [cpuonly]  pytorch
+. cuda.is_available()==False
+
+# collect_env on Conda env1
+Collecting environment information...
+PyTorch version: 1.3.1
+Is debug build: No
+CUDA used to build PyTorch: 10.0.130
+"""
+
+
+def test_two_values_of_a_deciding_fact_are_said_and_asked_for(real):
+    report = parse_report(PYTORCH_32369)
+    assert set(report.disputed) == {"torch", "torch_cuda"}
+    assert report.disputed["torch_cuda"][0] == "10.0.130 (collect_env, line 9)"
+    facts, catalog = real
+    diagnosis = judge(report.snapshot, facts, catalog, origin="report",
+                      disputed=report.disputed)
+    notes = [c.note for c in diagnosis.coverage if c.fact == "torch_cuda"]
+    assert notes and "none (conda_list, line 2)" in notes[0] and "judged with the first" in notes[0]
+    need = next(n for n in diagnosis.needs if n.fact == "torch_cuda")
+    assert "in the failing environment" in need.how
+
+
+def test_prose_or_an_install_command_beside_a_list_is_no_dispute():
+    text = ("I installed torch 2.0.1 yesterday\npip install torch==2.0.1\n"
+            "Collecting environment information...\nPyTorch version: 2.1.0\n"
+            "Is debug build: False\n")
+    assert parse_report(text).disputed == {}

@@ -65,6 +65,12 @@ _RANK = {"collect_env": 0, "ds_report": 1, "colossalai_check": 2, "nvidia_smi": 
 _NVCC_RANK = {"ds_report": 0, "colossalai_check": 1, "error": 2, "collect_env": 3,
               "nvcc_version": 3}
 _DICTS = ("packages", "frameworks", "import_errors", "requires_python", "errors", "env")
+# facts the rules decide by: two values of one, each from a list or a tool's output, are said
+# (Report.disputed), never silently resolved; prose, titles, paths, names and install
+# commands are weaker sources, outranked without a word
+_DISPUTABLE = ("torch", "torch_cuda", "nvcc", "driver", "python", "gcc", "glibc")
+_WEAK = {"title", "prose", "path", "ngc_image", "windows_sign", "macos_sign", "install_command",
+         "env_name", "inline_pin"}
 # versions kept for explain only that still make a report recognisable (not exit 2)
 _EXPLAIN_VERSIONS = {"cuda", "nccl", "image", "driver_max_cuda", "gpu_models"}
 
@@ -83,6 +89,22 @@ class Report:
         """Whether the text stated anything recognisable: a snapshot fact, or a value kept
         for explain only (a bare "CUDA 10.1", an NGC image whose versions are unknown)."""
         return any(e.kept or e.fact in _EXPLAIN_VERSIONS for e in self.explain)
+
+    @property
+    def disputed(self) -> dict[str, tuple[str, ...]]:
+        """The facts stated twice, differently, by lists or tools' output: fact → "value
+        (format, line N)" of the kept value, then of each other."""
+        out: dict[str, tuple[str, ...]] = {}
+        for name in _DISPUTABLE:
+            kept = next((e for e in self.explain if e.fact == name and e.kept), None)
+            if kept is None or kept.format in _WEAK:
+                continue
+            others = [e for e in self.explain if e.fact == name and not e.kept
+                      and e.format not in _WEAK and not _agree(kept, e)]
+            if others:
+                out[name] = tuple(f"{_show(e.value)} ({e.format}, line {e.line})"
+                                  for e in (kept, *others))
+        return out
 
 
 def parse_report(text: str, *, images: Mapping[str, NgcImage] | None = None,
