@@ -145,6 +145,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "std_function": ("host_compiler_too_new",),
     "requirement": ("dependency_conflict",),
     "import_name": ("dependency_conflict", "torch_unsupported_by_framework"),
+    "container_cuda": ("driver_too_old",),
     "python_h": ("python_headers_missing",),
     "torch_cpu": ("torch_cpu_only",),
     "torch_abi": ("extension_built_for_other_torch",),
@@ -162,7 +163,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
 RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "nccl_shm", "torch_shm", "nccl_symbol",
                             "driver_old",
                             "cuda_unavailable", "gpu_capability", "no_kernel", "requirement",
-                            "import_name",
+                            "import_name", "container_cuda",
                             "torch_cpu", "torch_abi"})
 # kinds that only break compiling ops (setup.py, JIT builds): after the run-time ones when the
 # pasted error is a run-time one

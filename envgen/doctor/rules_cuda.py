@@ -9,7 +9,7 @@ import re
 import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
-from envgen.doctor.reports.errors import arch_of, driver_cuda, nccl_symbol_of
+from envgen.doctor.reports.errors import arch_of, container_cuda, driver_cuda, nccl_symbol_of
 from envgen.doctor.rules_release import _make
 from envgen.doctor.snapshot import UNKNOWN
 from envgen.resolve.checks import cc_of
@@ -104,11 +104,17 @@ def cuda_mismatch(ctx: Context) -> None:
     errors = ctx.s.errors if known(ctx.s.errors) else {}
     # a framework that builds ops, ops the user builds, or a pasted extension build
     builders = _builds_ops(ctx)
-    building = bool(builders or ctx.user_ops or "ext_build" in errors)
+    building = bool(builders or ctx.user_ops or "ext_build" in errors
+                    or "cuda_mismatch" in errors)
     if not known(torch_cuda):
         if torch_cuda is UNKNOWN and building:
             ctx.need("torch_cuda", "the ops are compiled for torch's CUDA",
                      f"`{ctx.python} -c \"import torch; print(torch.version.cuda)\"`")
+            if nvcc is UNKNOWN:
+                ctx.need("nvcc", "the build compiles with the nvcc of CUDA_HOME (or PATH): "
+                         "whether it is there, and its CUDA against torch's, decide the build",
+                         "`$CUDA_HOME/bin/nvcc --version` (or `nvcc --version` when CUDA_HOME "
+                         "is unset)")
         return
     if nvcc is UNKNOWN and "apex_cuda" in errors:
         ctx.need("nvcc", f"apex's setup.py refuses an nvcc whose CUDA (major or minor) differs "
@@ -139,6 +145,16 @@ def cuda_mismatch(ctx: Context) -> None:
                     "version: torch's extension build and the frameworks' op builds refuse it",
                     evidence=evidence, fix=fix + also, command=command or torch_cmd)
         return
+    refused = errors.get("cuda_mismatch")
+    if refused:  # the pasted line: the op build itself raised on this pair
+        ctx.finding("cuda_minor_mismatch",
+                    f"nvcc {nvcc} (CUDA {have}) ≠ torch's CUDA {want}: the pasted op build "
+                    "refused this pair (the framework release that ran requires the same "
+                    "major.minor)",
+                    evidence=evidence, fix=fix + also, command=command or torch_cmd,
+                    explains=refused)
+        return
+    found = len(ctx.findings)
     for framework in builders:
         def refuses(fw, have=have, want=want):
             if fw.build is None or not fw.build.read:
@@ -161,6 +177,16 @@ def cuda_mismatch(ctx: Context) -> None:
                               "releases": hits},
                     fix=fix + also, command=command or torch_cmd, severity=severity,
                     source=release.build.source_url if release.build else None)
+    if len(ctx.findings) == found and "ext_build" in errors and \
+            dotted_key(have) < dotted_key(want):
+        ctx.finding("cuda_minor_mismatch",
+                    f"the extension build failed with nvcc {nvcc} (CUDA {have}), older than the "
+                    f"CUDA {want} torch was built with: torch only warns about a minor "
+                    "difference, but the extension then compiles torch's CUDA code with an "
+                    "older toolkit than torch's, a usual cause of such failures",
+                    evidence=evidence, severity="warning", fix=fix + also,
+                    command=command or torch_cmd, explains=errors["ext_build"],
+                    source=ctx.catalog.section("error_lines").get("older_toolkit"))
 
 
 def cuda_home_mismatch(ctx: Context) -> None:
@@ -208,6 +234,16 @@ def _driver_floor(ctx: Context, cuda: str) -> tuple[str, str | None] | None:
     return (floor.min_driver, floor.source) if floor else None
 
 
+def _toolkit_driver(ctx: Context, cuda: str) -> tuple[str, str | None] | None:
+    """The Linux driver of CUDA ``cuda``'s GA release and its source (curated/cuda.toml
+    ``toolkit_driver``): the oldest whose reported CUDA version is ``cuda``."""
+    toolkit = ctx.toolkit(cuda)
+    if toolkit is not None and toolkit.toolkit_driver:
+        return toolkit.toolkit_driver, toolkit.driver_source
+    floor = ctx.facts.driver_floors.get(_mm(cuda))
+    return (floor.toolkit_driver, floor.source) if floor and floor.toolkit_driver else None
+
+
 def _driver_runs(ctx: Context, driver: str) -> list[str]:
     """The CUDA releases whose minimum driver ``driver`` meets, oldest first."""
     floors = {c: f.min_driver for c, f in ctx.facts.driver_floors.items()}
@@ -221,6 +257,9 @@ def driver_too_old(ctx: Context) -> None:
     is too old ("found version 11060", "CUDA driver version is insufficient …")."""
     torch_cuda, driver = ctx.s.torch_cuda, ctx.s.driver
     errors = ctx.s.errors if known(ctx.s.errors) else {}
+    if errors.get("container_cuda"):
+        _container_refused(ctx, errors["container_cuda"])
+        return
     line = errors.get("driver_old")
     floor = _driver_floor(ctx, torch_cuda) if known(torch_cuda) and torch_cuda else None
     if floor is not None and driver is UNKNOWN and not line:
@@ -248,6 +287,30 @@ def driver_too_old(ctx: Context) -> None:
                  "None) or a driver older than torch's CUDA needs are the usual causes",
                  f"`{ctx.python} -c \"import torch; print(torch.__version__, "
                  "torch.version.cuda)\"` and `nvidia-smi`")
+
+
+def _container_refused(ctx: Context, line: str) -> None:
+    """nvidia-container-cli refused to start a container whose image requires CUDA ≥ X (its
+    NVIDIA_REQUIRE_CUDA): the driver supports less. The check compares the CUDA version the
+    driver reports (nvidia-smi's "CUDA Version"), so minor-version compatibility does not
+    count: the driver must be the toolkit's own (its GA release's driver)."""
+    needs = container_cuda(line)
+    floor = _toolkit_driver(ctx, needs) if needs else None
+    driver = ctx.s.driver if known(ctx.s.driver) else None
+    ctx.finding("driver_too_old",
+                f"the container's image requires CUDA ≥ {needs} (its NVIDIA_REQUIRE_CUDA), more "
+                f"than the driver{' ' + driver if driver else ''} supports: nvidia-container-cli "
+                "refused to start it",
+                evidence={"driver": driver, "image_requires_cuda": needs,
+                          "needs": floor[0] if floor else None},
+                fix=(f"upgrade the host's driver to ≥ {floor[0]}" if floor else
+                     f"upgrade the host's driver to one that supports CUDA {needs}")
+                    + ", or use an image built for the CUDA the driver supports (`nvidia-smi` "
+                      "shows it as \"CUDA Version\")",
+                source=" ; ".join(s for s in (
+                    ctx.catalog.section("error_lines").get("container_cuda"),
+                    floor[1] if floor else None) if s),
+                explains=line)
 
 
 def _driver_from_error(ctx: Context, line: str, floor: tuple[str, str | None] | None) -> None:

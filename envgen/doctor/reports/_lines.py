@@ -101,12 +101,14 @@ FRAMEWORKS = {"deepspeed": "deepspeed", "megatron-core": "megatron-core",
 
 def package_facts(name: str, value: str | None) -> list[tuple[str, Any]]:
     """The facts one installed distribution gives: packages.NAME, and frameworks.NAME for
-    a framework, torch for torch."""
+    a framework, torch for torch (or "pytorch", as people pin it)."""
     key = canonical(name)
     facts: list[tuple[str, Any]] = [(f"packages.{key}", value)]
     if key in FRAMEWORKS:
         facts.append((f"frameworks.{FRAMEWORKS[key]}", value))
-    if key == "torch" and value is not None:
+    # "pytorch==1.13.0+cu116": pip has no such distribution (PyPI's "pytorch" only raises), so
+    # a pinned "pytorch" in pip's form is what people call torch
+    if key in ("torch", "pytorch") and value is not None:
         facts.append(("torch", value))
     return facts
 

@@ -81,7 +81,12 @@ that state no other fact:
   loaded lacks a function the library was built against;
 - ``ext_build``: a failed extension build ("error: command '/usr/local/cuda/bin/nvcc' failed with
   exit code 1", torch's "Error compiling objects for extension", "Error building extension
-  'fused_adam'"): the paste is from a build, so the nvcc-against-torch checks apply.
+  'fused_adam'", the ninja run torch's cpp_extension starts: "Command '['ninja', '-v']' returned
+  non-zero exit status 1", ninja's own "ninja: build stopped: subcommand failed", a traceback
+  through flash-attn's setup.py get_cuda_bare_metal_version, which runs nvcc -V): the paste
+  is from a build, so the nvcc-against-torch checks apply;
+- ``container_cuda``: nvidia-container-cli's "requirement error: unsatisfied condition:
+  cuda>=12.8, please update your driver …": the image needs a CUDA the driver does not support.
 """
 
 from __future__ import annotations
@@ -92,10 +97,12 @@ from dataclasses import replace
 from envgen.doctor.reports._lines import Extracted, Line, fact, near
 
 FORMAT = "error"
-_DS_CUDA = re.compile(r"Installed CUDA version (\d+\.\d+) does not match the version torch was "
-                      r"compiled with (\d+\.\d+)")
+# (a title may end "… does not match torch version": the installed CUDA only)
+_DS_CUDA = re.compile(r"Installed CUDA version (\d+\.\d+) does not match (?:the version torch "
+                      r"was compiled with (\d+\.\d+)|torch)", re.I)
 _ACCEPTED = re.compile(r"\s*but since the APIs are compatible, accepting this combination", re.I)
-_TORCH_CUDA = re.compile(r"The detected CUDA version \((\d+\.\d+)\) mismatches the version that "
+# (a title may drop "The detected")
+_TORCH_CUDA = re.compile(r"CUDA version \((\d+\.\d+)\) mismatches the version that "
                          r"was used to compile\s*PyTorch \((\d+\.\d+)\)")
 _LIBAIO_H = re.compile(r"fatal error: libaio\.h: No such file or directory")
 # DeepSpeed's MissingCUDAException: torch found no CUDA_HOME (no variable, no nvcc on PATH, no
@@ -129,7 +136,9 @@ class _NoNvccAt:
 
 
 _NO_NVCC_AT = _NoNvccAt()
-_NO_NVCC = re.compile(r"(?:^|[\s:])nvcc(?:\.exe)?: (?:command )?not found\b", re.I)
+# (and as reporters write it: "nvcc-not-found error", "nvcc does not exists in … image")
+_NO_NVCC = re.compile(r"(?:^|[\s:])nvcc(?:\.exe)?: (?:command )?not found\b|(?<![\w/.-])nvcc[- ]"
+                      r"(?:not[- ]found|does not exists?|is not installed)\b", re.I)
 
 
 class _Undefined:
@@ -249,7 +258,12 @@ _NCCL_SYMBOL = re.compile(r"(?i:\bundefined symbol)\s*:?\s*[`'\"]?(p?nccl[A-Z]\w
 # cpp_extension): the text is from a build, so the build-time rules apply
 _EXT_BUILD = re.compile(r"error: command '[^']*nvcc(?:\.exe)?' failed with exit (?:status|code) "
                         r"\d+|Error compiling objects for extension|Error building extension "
-                        r"'[\w.-]+'", re.I)
+                        r"'[\w.-]+'|ninja: build stopped: subcommand failed|Command '\['ninja', "
+                        r"'-v'(?:, '-j', '\d+')?\]' returned non-zero exit status|"
+                        r"in get_cuda_bare_metal_version\b", re.I)
+# nvidia-container-cli (libnvidia-container src/cli/dsl.c): the image's NVIDIA_REQUIRE_CUDA
+# "cuda>=12.8" is more than the driver supports
+_CONTAINER_CUDA = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+\.\d+)")
 _PIP_NO_MATCH = re.compile(r"No matching distribution found for (torch|deepspeed|colossalai|"
                            r"megatron[-_]core)\b", re.I)
 # error id → the pattern of a line that states it and no snapshot fact besides
@@ -260,7 +274,8 @@ _LINES = (("nccl_shm", _NCCL_SHM), ("torch_shm", _TORCH_SHM), ("glibc", _GLIBC),
           ("pip_no_match", _PIP_NO_MATCH), ("std_function", _STD_FUNCTION),
           ("python_h", _PYTHON_H), ("torch_cpu", _TORCH_CPU), ("nccl_symbol", _NCCL_SYMBOL),
           ("shm", _SHM_PROSE),
-          ("thc_named", _THC_NAMED), ("ext_build", _EXT_BUILD))
+          ("thc_named", _THC_NAMED), ("ext_build", _EXT_BUILD),
+          ("container_cuda", _CONTAINER_CUDA))
 _LONGEST = 300
 # messages that pip's indented output (or the terminal) wraps, cut where the rest is on the
 # next line: a symbol after "undefined symbol:", torch's "…used to compile" / "PyTorch (12.1).",
@@ -330,7 +345,7 @@ def _facts(line: Line, after: list[Line]) -> tuple[list[Extracted], str | None]:
         accepted = bool(_ACCEPTED.search(text, cuda.end()))
         return [fact(line, "nvcc", cuda.group(1), FORMAT,
                      note="the CUDA toolkit of CUDA_HOME, major.minor"),
-                fact(line, "torch_cuda", cuda.group(2), FORMAT)], \
+                *([fact(line, "torch_cuda", cuda.group(2), FORMAT)] if cuda.group(2) else [])], \
             None if accepted else "cuda_mismatch"
     apex = _APEX_CUDA.search(text)
     if apex:
@@ -422,6 +437,13 @@ def driver_cuda(line: str) -> str | None:
         return None
     number = int(m.group(1))
     return f"{number // 1000}.{number % 1000 // 10}"
+
+
+def container_cuda(line: str) -> str | None:
+    """The CUDA an image requires from nvidia-container-cli's "requirement error: unsatisfied
+    condition: cuda>=12.8" ("12.8"), or None."""
+    m = _CONTAINER_CUDA.search(line)
+    return m.group(1) if m else None
 
 
 def arch_of(line: str) -> str | None:

@@ -5,7 +5,7 @@ Output, each fact with its line:
 - prose and compact versions: "Running Pytorch 1.70, CUDA 10.1, python=3.6.9",
   "colossalai-0.1.8", "torch1.8cu10.1", "python3.8", "Ubuntu1804", "CentOS release 6.8",
   "driver 410.48", "nvcc 12.1", "my glibc version is 2.17" (not "requires glibc 2.28"), "torch
-  version is 1.10.0", Chinese "pytorch版本是2.0.1" (format
+  version is 1.10.0", Chinese "pytorch版本是2.0.1", "my torch.version.cuda is 9.0.176" (format
   "prose"; "title" on the paste's first line). A range ("torch>1.11",
   "Pytorch2.12 and above") states no version. A bare "CUDA 10.1" does not say which CUDA:
   explain only. torch 1.x stopped at 1.13, so "Pytorch 1.70" is read as 1.7.0, with a note;
@@ -17,6 +17,8 @@ Output, each fact with its line:
 - paths: ".../lib/python3.8/site-packages/" (or lib64), "….cpython-310-x86_64-linux-gnu.so",
   "torch_extensions/py39_cu117/" (torch's build directory: Python and torch.version.cuda),
   an environment's name "envs/py38-pt110/" (format "path"; a name is a label, ranked last);
+- NVIDIA's CUDA image "nvidia/cuda:11.8.0-devel-ubuntu20.04": devel has the tag's nvcc, runtime
+  and base have none (format "ngc_image": below what a build or a tool prints);
 - an NGC image "nvcr.io/nvidia/pytorch:23.09-py3": the torch, CUDA and Python that the table
   passed in (``images``: matrix/curated/ngc.toml, each record citing NVIDIA's release notes for
   its tag) gives that tag, a version the notes do not state left out; with no table or a tag
@@ -64,6 +66,9 @@ _GLIBC = re.compile(r"(?<![\w/.\\-])(?:glibc|GNU libc)(?:\s+version)?(?:\s+is)?\
 _NEEDS = re.compile(r"(?:needs?|requires?|required|at least|>=|≥|newer than|or later|minimum)\W*"
                     r"(?:\w+\W+){0,2}$", re.I)
 # "NCCL version 2.18.1+cuda12.1" (NCCL's INFO line, torch's "NCCL error … NCCL version 2.10.3")
+# "my torch.version.cuda is 9.0.176", "torch.version.cuda: 11.7" (the value torch reports)
+_VERSION_CUDA = re.compile(r"\btorch\.version\.cuda\)?\s*(?:is|=|==|:|：|->)\s*['\"]?"
+                           r"(\d{1,2}\.\d(?:\.\d+)?)\b")
 _NCCL = re.compile(r"\bNCCL\s+version\s*[:=]?\s*v?(\d+\.\d+\.\d+)", re.I)
 _CUDA = re.compile(r"(?<![\w/.\\-])cuda" + _SEP + r"(\d{1,2}(?:\.\d+){0,2})\b(?![.\d])", re.I)
 # Chinese: "pytorch版本是2.0.1", "torch版本为1.13", or torch named and "我的版本是2.0.1" (my
@@ -101,6 +106,11 @@ _SITE = re.compile(r"/lib(?:64)?/python(\d\.\d+)/(?:site|dist)-packages\b")
 _CPYTHON = re.compile(r"\.cpython-(\d)(\d+)m?-(x86_64|aarch64)-linux-gnu\.so\b")
 _EXT_DIR = re.compile(r"torch_extensions/py(\d)(\d+)_cu(\d+)/")
 _ENV = re.compile(r"[/\\]envs[/\\]([\w.-]+)[/\\]")
+# NVIDIA's CUDA images ("nvidia/cuda:11.8.0-cudnn8-devel-ubuntu22.04", a title's
+# "cuda:11.8.0-devel-ubuntu20.04"): devel adds the compiler toolchain to runtime, which adds the
+# toolkit's libraries to base (NVIDIA's container images page)
+_CUDA_IMAGE = re.compile(r"(?<![\w.-])(?:nvidia/)?cuda:(\d{1,2}\.\d)(?:\.\d+)?-(?:cudnn\d*-)?"
+                         r"(devel|runtime|base)\b", re.I)
 _NGC = re.compile(r"\bnvcr\.io/nvidia/pytorch:(\d{2}\.\d{2})-py3\b", re.I)
 _WINDOWS = re.compile(r"^[A-Z]:\\[^>]*>|\b[A-Z]:\\(?:Users|Windows|Program Files|ProgramData)\b|"
                       r"\bcl\.exe\b|\bLNK\d{4}\b|\bon Windows\b|\bwin_amd64\b|\w\.pyd\b|"
@@ -189,6 +199,8 @@ def _prose(line: Line) -> list[Extracted]:
         for m in pattern.finditer(text):
             if not _RANGE_AFTER.match(text[m.end():]):
                 out.append(fact(line, name, m.group(1), fmt))
+    for m in _VERSION_CUDA.finditer(text):
+        out.append(fact(line, "torch_cuda", m.group(1), fmt, note="torch.version.cuda, as written"))
     for m in _PYTHON_COMPACT.finditer(text):  # "python37"
         out.append(fact(line, "python", f"{m.group(1)}.{m.group(2)}", fmt))
     for m in _CUDA.finditer(text):
@@ -260,6 +272,14 @@ def _install(line: Line) -> list[Extracted]:
 def _paths(line: Line, images: Mapping[str, NgcImage]) -> list[Extracted]:
     text = line.text
     out: list[Extracted] = []
+    image = _CUDA_IMAGE.search(text)
+    if image and image.group(2).lower() == "devel":
+        out.append(fact(line, "nvcc", image.group(1), "ngc_image",
+                        note="the toolkit of NVIDIA's devel CUDA image, as its tag names it"))
+    elif image:
+        out.append(fact(line, "nvcc", None, "ngc_image",
+                        note=f"NVIDIA's {image.group(2).lower()} CUDA image has no compiler "
+                             "(devel adds it), unless a later step installs one"))
     site = _SITE.search(text)
     if site:
         out.append(fact(line, "python", site.group(1), "path",
