@@ -146,6 +146,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
     "requirement": ("dependency_conflict",),
     "import_name": ("dependency_conflict", "torch_unsupported_by_framework"),
     "container_cuda": ("driver_too_old",),
+    "sem_shm": ("shm_too_small",),
     "python_h": ("python_headers_missing",),
     "torch_cpu": ("torch_cpu_only",),
     "torch_abi": ("extension_built_for_other_torch",),
@@ -163,7 +164,7 @@ EXPLAINED_BY: dict[str, tuple[str, ...]] = {
 RUNTIME_ERRORS = frozenset({"glibc", "glibcxx", "shm", "nccl_shm", "torch_shm", "nccl_symbol",
                             "driver_old",
                             "cuda_unavailable", "gpu_capability", "no_kernel", "requirement",
-                            "import_name", "container_cuda",
+                            "import_name", "container_cuda", "sem_shm",
                             "torch_cpu", "torch_abi"})
 # kinds that only break compiling ops (setup.py, JIT builds): after the run-time ones when the
 # pasted error is a run-time one
@@ -177,7 +178,8 @@ def ordered(findings: list[Finding], errors: dict[str, str] | None = None
             ) -> tuple[Finding, ...]:
     """The finding that explains a pasted error line (``errors``: error id → the line) first,
     marked with it; then worst first, build-time kinds after run-time ones when the pasted
-    error is a run-time one; within that, in the order the rules found them; no duplicates."""
+    error is a run-time one, a failing import (the symptom) after what says why it fails;
+    within that, in the order the rules found them; no duplicates."""
     from dataclasses import replace
 
     errors = errors or {}
@@ -196,4 +198,4 @@ def ordered(findings: list[Finding], errors: dict[str, str] | None = None
     runtime = bool(RUNTIME_ERRORS & set(errors))
     return tuple(sorted(unique, key=lambda f: (
         f.explains is None, SEVERITIES.index(f.severity),
-        runtime and f.kind in BUILD_KINDS)))
+        runtime and f.kind in BUILD_KINDS, f.kind == "import_failed")))

@@ -138,6 +138,26 @@ def torch_api_removed(ctx: Context) -> None:
                     f"{removed} for this one", source=api.get("source"))
 
 
+def torch_module_removed(ctx: Context) -> None:
+    """"No module named 'torch._six'": the code imports a torch module a release removed
+    (curated [[removed_api]] rows with ``module``): written for an older torch."""
+    failed = ctx.s.import_errors if known(ctx.s.import_errors) else {}
+    for api in ctx.catalog.raw.get("removed_api", ()):
+        module = api.get("module")
+        if not module or module not in failed:
+            continue
+        torch = ctx.s.torch if known(ctx.s.torch) else None
+        ctx.finding("torch_api_removed",
+                    f"the code imports {module}, which torch {api['torch']} removed"
+                    + (f" (this torch: {torch})" if torch else "")
+                    + ": it was written for an older torch",
+                    evidence={"module": module, "removed_in": api["torch"], "torch": torch},
+                    fix=f"use a release of the package that no longer imports {module} ("
+                        + api.get("replacement", "its replacement") + f"), or torch < "
+                        f"{api['torch']} for this one",
+                    source=api.get("source"))
+
+
 _SIGBUS = re.compile(r"(?:code|status)\s*[:=]?\s*-7\b|\bSIGBUS\b|(?<![a-z])Bus error\b|"
                      r"\bsignal\s?7\b", re.I)
 _DATALOADER = re.compile(r"insufficient shared memory \(shm\)", re.I)
@@ -165,6 +185,15 @@ def shm_too_small(ctx: Context) -> None:
                         "run --shm-size=8g (or --ipc=host); on Kubernetes mount an emptyDir with "
                         "medium: Memory at /dev/shm; or use fewer DataLoader workers",
                     source=cited.get("torch_shm"))
+        return
+    if errors.get("sem_shm"):
+        ctx.finding("shm_too_small",
+                    "Python's multiprocessing could not create a semaphore (SemLock): Linux keeps "
+                    "named semaphores in /dev/shm, which is full (a container's default is 64 MB; "
+                    "DataLoader workers fill it)",
+                    evidence={"python": "SemLock: [Errno 28] No space left on device"},
+                    severity="error", fix=_SHM_FIX + "; or use fewer DataLoader workers",
+                    source=cited.get("sem_shm"), explains=errors["sem_shm"])
         return
     line = errors.get("nccl_shm")
     if line and SEGMENT.search(line):
@@ -242,5 +271,6 @@ def linux_only_op(ctx: Context) -> None:
 
 
 RULES = (glibc_from_error, libstdcxx_too_old, cxx_standard_from_error, torch_api_removed,
+         torch_module_removed,
          shm_too_small, linux_only_op)
 __all__ = ["RULES"]

@@ -85,6 +85,8 @@ that state no other fact:
   non-zero exit status 1", ninja's own "ninja: build stopped: subcommand failed", a traceback
   through flash-attn's setup.py get_cuda_bare_metal_version, which runs nvcc -V): the paste
   is from a build, so the nvcc-against-torch checks apply;
+- ``sem_shm``: "OSError: [Errno 28] No space left on device" below a traceback through
+  multiprocessing's SemLock (a named semaphore lives in /dev/shm);
 - ``container_cuda``: nvidia-container-cli's "requirement error: unsatisfied condition:
   cuda>=12.8, please update your driver …": the image needs a CUDA the driver does not support.
 """
@@ -264,6 +266,10 @@ _EXT_BUILD = re.compile(r"error: command '[^']*nvcc(?:\.exe)?' failed with exit 
 # nvidia-container-cli (libnvidia-container src/cli/dsl.c): the image's NVIDIA_REQUIRE_CUDA
 # "cuda>=12.8" is more than the driver supports
 _CONTAINER_CUDA = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+\.\d+)")
+# multiprocessing's SemLock creates a POSIX named semaphore, which Linux keeps in /dev/shm
+# (sem_overview(7)): its "No space left on device" is a full /dev/shm (Megatron-LM#878)
+_NO_SPACE = re.compile(r"\[Errno 28\] No space left on device")
+_SEMLOCK = re.compile(r"\bSemLock\b")
 _PIP_NO_MATCH = re.compile(r"No matching distribution found for (torch|deepspeed|colossalai|"
                            r"megatron[-_]core)\b", re.I)
 # error id → the pattern of a line that states it and no snapshot fact besides
@@ -298,6 +304,9 @@ def parse(lines: list[Line], claimed: set[int]) -> list[Extracted]:
         if any(e.fact == "errors.nccl_shm" for e in found) and SEGMENT.search(line.text) and \
                 near(lines, i, _CUDA_FAILURE, 4, 0):
             found = [e for e in found if e.fact != "errors.nccl_shm"]  # the CUDA call failed
+        if not found and "errors.sem_shm" not in seen and _NO_SPACE.search(line.text) and \
+                near(lines, i, _SEMLOCK, 8, 0):
+            found = [fact(line, "errors.sem_shm", _excerpt(line.source, 0), FORMAT)]
         seen.update(e.fact for e in found if e.fact.startswith("errors."))  # its first line only
         if found:
             claimed.update(taken)
