@@ -286,3 +286,17 @@ def test_prose_or_an_install_command_beside_a_list_is_no_dispute():
             "Collecting environment information...\nPyTorch version: 2.1.0\n"
             "Is debug build: False\n")
     assert parse_report(text).disputed == {}
+
+
+# https://github.com/hpcaitech/ColossalAI/issues/2802
+COLOSSALAI_2802 = "CUDA 12.0/PyTorch 2.0.0/Pytorch-cuda 11.8/python 3.8.16/colossalai 0.2.5\n"
+
+
+def test_versions_joined_by_slashes_and_condas_pytorch_cuda_are_read(real):
+    snapshot = parse_report(COLOSSALAI_2802).snapshot
+    assert (snapshot.torch, snapshot.torch_cuda, snapshot.frameworks) == (
+        "2.0.0", "11.8", {"colossalai": "0.2.5"})
+    assert "torch_unsupported_by_framework" in _kinds(_judge(real, COLOSSALAI_2802))
+    # a path's "/torch/" or "/python3.8/" is still no version
+    path = '  File "/usr/lib/python3.8/site-packages/torch/nn/modules/module.py", line 1\n'
+    assert not parse_report(path).snapshot.known("torch")

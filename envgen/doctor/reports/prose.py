@@ -5,7 +5,8 @@ Output, each fact with its line:
 - prose and compact versions: "Running Pytorch 1.70, CUDA 10.1, python=3.6.9",
   "colossalai-0.1.8", "torch1.8cu10.1", "python3.8", "Ubuntu1804", "CentOS release 6.8",
   "driver 410.48", "nvcc 12.1", "my glibc version is 2.17" (not "requires glibc 2.28"), "torch
-  version is 1.10.0", Chinese "pytorch版本是2.0.1", "my torch.version.cuda is 9.0.176" (format
+  version is 1.10.0", Chinese "pytorch版本是2.0.1", "my torch.version.cuda is 9.0.176",
+  conda's "Pytorch-cuda 11.8", versions joined by slashes "CUDA 12.0/PyTorch 2.0.0" (format
   "prose"; "title" on the paste's first line). A range ("torch>1.11",
   "Pytorch2.12 and above") states no version. A bare "CUDA 10.1" does not say which CUDA:
   explain only. torch 1.x stopped at 1.13, so "Pytorch 1.70" is read as 1.7.0, with a note;
@@ -46,22 +47,25 @@ from envgen.doctor.reports._lines import Extracted, Line, fact, near
 if TYPE_CHECKING:
     from envgen.doctor.images import NgcImage
 
+# where a name may start: not inside a word, a path or a dotted name; after a slash only when a
+# version ends there ("CUDA 12.0/PyTorch 2.0.0/python 3.8.16", not ".../site-packages/torch")
+_AFTER = r"(?<![\w.\\-])(?<![A-Za-z_.-]/)"
 _V = r"v?(\d+\.\d+(?:\.\d+)?(?:\.dev\d+|a\d+|rc\d+)?(?:\+[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*)?)"
 _SEP = r"(?:\s*(?:version|ver\.?)\b)?(?:\s+is\b)?\s*[:=\-]?\s*\(?"
-_TORCH = re.compile(r"(?<![\w/.\\-])(?:py)?torch" + _SEP + _V + r"(?:\s*cu(\d+(?:\.\d+)?))?",
+_TORCH = re.compile(_AFTER + r"(?:py)?torch" + _SEP + _V + r"(?:\s*cu(\d+(?:\.\d+)?))?",
                     re.I)
-_PYTHON = re.compile(r"(?<![\w/.\\-])python" + _SEP + r"v?([23]\.\d{1,2}(?:\.\d+)?)(?![\w/])",
+_PYTHON = re.compile(_AFTER + r"python" + _SEP + r"v?([23]\.\d{1,2}(?:\.\d+)?)(?![\w/])",
                      re.I)
-_FRAMEWORK = re.compile(r"(?<![\w/.\\-])(deepspeed|colossal-?ai|megatron[-_]core)" + _SEP + _V,
+_FRAMEWORK = re.compile(_AFTER + r"(deepspeed|colossal-?ai|megatron[-_]core)" + _SEP + _V,
                         re.I)
 _GCC = re.compile(r"(?<![\w/.\\\[-])(?:gcc|g\+\+)" + _SEP + r"(\d+\.\d+(?:\.\d+)?)\b", re.I)
 _DRIVER = re.compile(r"\bdriver" + _SEP + r"(\d{3}\.\d{2,3}(?:\.\d{2})?)\b", re.I)
 # "nvcc 12.1", "NVCC version 11.8", "nvcc -V shows release 11.3", "nvcc is 11.7"
-_NVCC = re.compile(r"(?<![\w/.\\-])nvcc(?:\s+(?:-V|--version))?(?:\s+(?:shows|says|reports|"
+_NVCC = re.compile(_AFTER + r"nvcc(?:\s+(?:-V|--version))?(?:\s+(?:shows|says|reports|"
                    r"gives|prints))?(?:\s+(?:release|version|ver\.?))?(?:\s+is\b)?\s*[:=]?\s*"
                    r"v?(\d{1,2}\.\d+(?:\.\d+)?)\b(?![.\d])", re.I)
 # "my glibc version is 2.17", "GLIBC 2.31", "GNU libc 2.35" — not what something requires
-_GLIBC = re.compile(r"(?<![\w/.\\-])(?:glibc|GNU libc)(?:\s+version)?(?:\s+is)?\s*[:=]?\s*"
+_GLIBC = re.compile(_AFTER + r"(?:glibc|GNU libc)(?:\s+version)?(?:\s+is)?\s*[:=]?\s*"
                     r"v?(2\.\d{1,2})\b(?![.\d])", re.I)
 _NEEDS = re.compile(r"(?:needs?|requires?|required|at least|>=|≥|newer than|or later|minimum)\W*"
                     r"(?:\w+\W+){0,2}$", re.I)
@@ -69,8 +73,10 @@ _NEEDS = re.compile(r"(?:needs?|requires?|required|at least|>=|≥|newer than|or
 # "my torch.version.cuda is 9.0.176", "torch.version.cuda: 11.7" (the value torch reports)
 _VERSION_CUDA = re.compile(r"\btorch\.version\.cuda\)?\s*(?:is|=|==|:|：|->)\s*['\"]?"
                            r"(\d{1,2}\.\d(?:\.\d+)?)\b")
+# conda's "pytorch-cuda 11.8" (the package that picks torch's CUDA build) named in prose
+_PYTORCH_CUDA = re.compile(_AFTER + r"pytorch-cuda\s*(?:==?|:)?\s*(\d{1,2}\.\d)\b(?![.\d])", re.I)
 _NCCL = re.compile(r"\bNCCL\s+version\s*[:=]?\s*v?(\d+\.\d+\.\d+)", re.I)
-_CUDA = re.compile(r"(?<![\w/.\\-])cuda" + _SEP + r"(\d{1,2}(?:\.\d+){0,2})\b(?![.\d])", re.I)
+_CUDA = re.compile(_AFTER + r"cuda" + _SEP + r"(\d{1,2}(?:\.\d+){0,2})\b(?![.\d])", re.I)
 # Chinese: "pytorch版本是2.0.1", "torch版本为1.13", or torch named and "我的版本是2.0.1" (my
 # version is) later on the line; CJK characters are word characters, so ASCII boundaries
 _ZH_VERSION = re.compile(r"版本\s*号?\s*(?:是|为|：|:|=)\s*v?(\d+\.\d+(?:\.\d+)?)(?![.\d])")
@@ -91,7 +97,7 @@ _INSTALL = re.compile(r"\b(?:pip3?|conda|mamba|micromamba|uv\s+pip)\s+(?:install
 _PIN = re.compile(r"(?<![\w.-])(pytorch|torch|deepspeed|colossalai|megatron[-_]core|python)\s*"
                   r"={1,3}\s*(\d+(?:\.\d+)+(?:\+\w+)?)\b", re.I)
 _EXAMPLE = re.compile(r"\[e\.g\.[^\]]*\]|\(e\.g\.[^)]*\)", re.I)
-_PYTHON_COMPACT = re.compile(r"(?<![\w/.\\-])python(3)(\d{1,2})(?![\w./])", re.I)
+_PYTHON_COMPACT = re.compile(_AFTER + r"python(3)(\d{1,2})(?![\w./])", re.I)
 _PIP_PROGRESS = re.compile(r"^(?:Collecting|Using cached|Downloading|Building wheel for)\s", re.I)
 _WHL_CUDA = re.compile(r"download\.pytorch\.org/whl/(?:nightly/)?cu(\d+)\b", re.I)
 _CONDA_CUDA = re.compile(r"\b(?:cudatoolkit|pytorch-cuda)\s*==?\s*(\d+\.\d+)", re.I)
@@ -201,6 +207,8 @@ def _prose(line: Line) -> list[Extracted]:
                 out.append(fact(line, name, m.group(1), fmt))
     for m in _VERSION_CUDA.finditer(text):
         out.append(fact(line, "torch_cuda", m.group(1), fmt, note="torch.version.cuda, as written"))
+    for m in _PYTORCH_CUDA.finditer(text):
+        out.append(fact(line, "torch_cuda", m.group(1), fmt, note="conda's pytorch-cuda package"))
     for m in _PYTHON_COMPACT.finditer(text):  # "python37"
         out.append(fact(line, "python", f"{m.group(1)}.{m.group(2)}", fmt))
     for m in _CUDA.finditer(text):
