@@ -20,6 +20,8 @@ and separately
                 expected nor in `also_true` (true per the thread)
     exit-2      the doctor recognised no environment facts (exit status 2)
     crash       an internal error or a traceback (never acceptable)
+A frozen report marked `seen` in corpus.toml (its text was seen while the doctor was tuned) is
+scored with the rest, and the frozen score is printed once more without those ("never seen").
 Reads only local files; no network.
 """
 
@@ -201,6 +203,16 @@ def print_table(name: str, summary: dict) -> None:
     print()
 
 
+def print_score(name: str, tot: dict) -> None:
+    """One line: named / asked / missed of the reports that have an expected kind."""
+    counted = tot["named"] + tot["asked"] + tot["missed"]
+    share = f"{100 * (tot['named'] + tot['asked']) / counted:.0f}%" if counted else "-"
+    print(f"{name}: named {tot['named']}, asked {tot['asked']}, missed {tot['missed']} of "
+          f"{counted} ({share} named or asked); false alarms {tot['false_alarm']}, exit 2 "
+          f"{tot['exit2']}, of {tot['reports']} reports")
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -219,8 +231,14 @@ def main(argv: list[str] | None = None) -> int:
         results = score(reports, workers=args.workers)
         summary = summarise(results)
         dump[s] = {"summary": summary, "results": results}
+        seen = {r["file"] for r in reports if r.get("seen")}
+        if seen:  # frozen reports whose text was seen while tuning (corpus.toml `seen`)
+            dump[s]["never_seen"] = summarise([r for r in results if r["file"] not in seen])
         if not args.json:
             print_table(s, summary)
+            if seen:
+                print_score(f"{s}, never seen ({len(seen)} seen left out)",
+                            dump[s]["never_seen"]["total"])
     if args.json:
         print(json.dumps(dump, indent=2))
     return 0

@@ -58,6 +58,8 @@ def test_corpus_is_well_formed() -> None:
         if not r["expected"]:
             assert r.get("class"), f"{r['file']}: expected = [] needs a class"
         assert isinstance(r.get("good", False), bool)
+        if "seen" in r:  # how a frozen report's text was seen while tuning: disclosed
+            assert r["set"] == "frozen" and isinstance(r["seen"], str) and r["seen"], r["file"]
         if r.get("good"):
             assert not r["expected"], f"{r['file']}: a good report names no cause"
         assert r["set"] == scorer.expected_set(r["url"]), f"{r['file']}: set not by the stated rule"
