@@ -210,10 +210,11 @@ def _frameworks(ctx: Context, out: list[Coverage]) -> None:
                             f"{name} {version}: no release of it in the matrix"))
 
 
-# how to get each fact a report may state twice (reports.Report.disputed)
-_HOW = {"torch": '`python -c "import torch; print(torch.__version__)"`',
-        "torch_cuda": '`python -c "import torch; print(torch.version.cuda)"`',
-        "nvcc": "`nvcc --version`", "python": "`python --version`", "gcc": "`gcc --version`",
+# how to get each fact a report may state twice (reports.Report.disputed); {python}: the
+# interpreter the commands name
+_HOW = {"torch": '`{python} -c "import torch; print(torch.__version__)"`',
+        "torch_cuda": '`{python} -c "import torch; print(torch.version.cuda)"`',
+        "nvcc": "`nvcc --version`", "python": "`{python} --version`", "gcc": "`gcc --version`",
         "glibc": "`ldd --version | head -1`",
         "driver": "`nvidia-smi --query-gpu=driver_version --format=csv,noheader`"}
 
@@ -227,7 +228,7 @@ def _disputed(ctx: Context, out: list[Coverage]) -> None:
         if name in _HOW:
             ctx.need(name, f"the report states two values of it ({values[0]}; "
                            f"{'; '.join(values[1:])}): the one of the failing run decides",
-                     f"{_HOW[name]} in the failing environment")
+                     f"{_HOW[name].format(python=ctx.python)} in the failing environment")
 
 
 def check(ctx: Context) -> tuple[Coverage, ...]:

@@ -285,7 +285,7 @@ def import_name_missing(ctx: Context) -> None:
                         "set for the frameworks it knows")
         if torch is None:
             ctx.need("torch", f"which torch lacks {name} decides the release to install",
-                     "`python -c \"import torch; print(torch.__version__)\"`")
+                     f"`{ctx.python} -c \"import torch; print(torch.__version__)\"`")
         return
     packages = ctx.s.packages if known(ctx.s.packages) else {}
     version = packages.get(top.replace("_", "-").lower())
@@ -300,7 +300,7 @@ def import_name_missing(ctx: Context) -> None:
                     f"one when {top} removed it")
     if version is None:
         ctx.need("pip", f"the installed {top} and the importing package's requirement decide "
-                 "which release to install", f"`pip show {shlex.quote(top)}` and `pip check`")
+                 "which release to install", f"`{ctx.pip('show', top)}` and `{ctx.pip('check')}`")
 
 
 def import_failed(ctx: Context) -> None:

@@ -73,7 +73,8 @@ def parse(lines: list[Line], claimed: set[int], *,
                 key = _key(m.group(1), gpus)
                 if key is not None:
                     seen.setdefault(gpus[key].name, line)
-                    count = _COUNT.search(text[max(0, m.start() - 12):m.start()])
+                    start = max(0, m.start() - 12)  # (a cut slice's start is no line start)
+                    count = _COUNT.search(("\x00" if start else "") + text[start:m.start()])
                     if count and 0 < int(count.group(1) or count.group(2)) <= 64:
                         counts.setdefault(gpus[key].name, int(count.group(1) or count.group(2)))
     if len(seen) == 1:
