@@ -22,3 +22,23 @@ def diagnose(facts):
         return judge(parse_report(text).snapshot, facts, catalog, origin="report")
 
     return run
+
+
+@pytest.fixture(scope="session")
+def shipped():
+    """The shipped matrix's facts and catalog (rules that need its builds and driver figures)."""
+    from envgen.facts import load_facts
+
+    return load_facts(ROOT / "matrix"), load_catalog(ROOT / "matrix")
+
+
+@pytest.fixture
+def judge_shipped(shipped):
+    """Judge a pasted report's text (and the frameworks named) against the shipped matrix."""
+    facts, catalog = shipped
+
+    def run(text: str, frameworks=()):
+        return judge(parse_report(text).snapshot, facts, catalog, origin="report",
+                     frameworks=frameworks)
+
+    return run

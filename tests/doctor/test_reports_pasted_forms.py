@@ -6,28 +6,19 @@ installs although CUDA was asked for. Runs on the shipped matrix where a rule ne
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from envgen.doctor.catalog import load_catalog
 from envgen.doctor.judge import judge
 from envgen.doctor.reports import parse_report
-from envgen.facts import load_facts
-
-ROOT = Path(__file__).resolve().parents[2]
-MATRIX = ROOT / "matrix"
 
 
-@pytest.fixture(scope="module")
-def real():
-    return load_facts(MATRIX), load_catalog(MATRIX)
+@pytest.fixture
+def real(judge_shipped):
+    return judge_shipped  # conftest: the shipped matrix
 
 
-def _judge(real, text: str, frameworks=()):
-    facts, catalog = real
-    return judge(parse_report(text).snapshot, facts, catalog, origin="report",
-                 frameworks=frameworks)
+def _judge(run, text: str, frameworks=()):
+    return run(text, frameworks)
 
 
 def _kinds(diagnosis, severity=None):
@@ -246,8 +237,8 @@ def test_an_old_torchs_three_part_cuda_after_its_command_is_read():
     ("training on an A100 with CUDA 12 A100\n", 1),       # a version is no count
     ("CUDA 12.1 A100\n", 1),
 ])
-def test_a_gpu_count_in_prose_is_kept(text, count):
-    facts = load_facts(MATRIX)
+def test_a_gpu_count_in_prose_is_kept(shipped, text, count):
+    facts, _ = shipped
     gpus = parse_report(text, gpus=facts.gpus).snapshot.gpus
     assert len(gpus) == count and {g.name for g in gpus} == {"A100" if "A100" in text
                                                             else "H100"}
@@ -268,11 +259,11 @@ CUDA used to build PyTorch: 10.0.130
 """
 
 
-def test_two_values_of_a_deciding_fact_are_said_and_asked_for(real):
+def test_two_values_of_a_deciding_fact_are_said_and_asked_for(shipped):
     report = parse_report(PYTORCH_32369)
     assert set(report.disputed) == {"torch", "torch_cuda"}
     assert report.disputed["torch_cuda"][0] == "10.0.130 (collect_env, line 9)"
-    facts, catalog = real
+    facts, catalog = shipped
     diagnosis = judge(report.snapshot, facts, catalog, origin="report",
                       disputed=report.disputed)
     notes = [c.note for c in diagnosis.coverage if c.fact == "torch_cuda"]

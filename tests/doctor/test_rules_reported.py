@@ -7,28 +7,18 @@ semaphore with no room in /dev/shm; a torch module a release removed. Runs on th
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from envgen.doctor.catalog import load_catalog
-from envgen.doctor.judge import judge
 from envgen.doctor.reports import parse_report
-from envgen.facts import load_facts
-
-ROOT = Path(__file__).resolve().parents[2]
-MATRIX = ROOT / "matrix"
 
 
-@pytest.fixture(scope="module")
-def real():
-    return load_facts(MATRIX), load_catalog(MATRIX)
+@pytest.fixture
+def real(judge_shipped):
+    return judge_shipped  # conftest: the shipped matrix
 
 
-def _judge(real, text: str, frameworks=()):
-    facts, catalog = real
-    return judge(parse_report(text).snapshot, facts, catalog, origin="report",
-                 frameworks=frameworks)
+def _judge(run, text: str, frameworks=()):
+    return run(text, frameworks)
 
 
 def _found(diagnosis, kind):
