@@ -100,7 +100,10 @@ class Report:
             if kept is None or kept.format in _WEAK:
                 continue
             others = [e for e in self.explain if e.fact == name and not e.kept
-                      and e.format not in _WEAK and not _agree(kept, e)]
+                      and e.format not in _WEAK and not _agree(kept, e)
+                      # collect_env's nvcc is PATH's (path_nvcc), ds_report's CUDA_HOME's: two
+                      # toolkits, which cuda_home_mismatch judges, not one fact stated twice
+                      and not (name == "nvcc" and "collect_env" in (kept.format, e.format))]
             if others:
                 out[name] = tuple(f"{_show(e.value)} ({e.format}, line {e.line})"
                                   for e in (kept, *others))
