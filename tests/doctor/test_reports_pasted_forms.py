@@ -291,3 +291,12 @@ def test_versions_joined_by_slashes_and_condas_pytorch_cuda_are_read(real):
     # a path's "/torch/" or "/python3.8/" is still no version
     path = '  File "/usr/lib/python3.8/site-packages/torch/nn/modules/module.py", line 1\n'
     assert not parse_report(path).snapshot.known("torch")
+
+
+def test_path_nvcc_beside_cuda_homes_is_no_dispute():
+    """ds_report's nvcc is CUDA_HOME's, collect_env's the one on PATH: two toolkits."""
+    text = ("nvcc version ..................... 11.8\n"
+            "torch cuda version ............... 12.1\n"
+            "Collecting environment information...\nPyTorch version: 2.1.0+cu121\n"
+            "Is debug build: False\nCUDA runtime version: 12.1.105\n")
+    assert "nvcc" not in parse_report(text).disputed
