@@ -186,3 +186,19 @@ def test_a_torch_module_a_release_removed_is_named_before_the_failing_import(rea
     found = diagnosis.findings[0]
     assert found.evidence["removed_in"] == "2.0" and "from torch import inf" in found.fix
     assert "pull/94709" in found.source
+
+
+# https://github.com/facebookresearch/detectron2/issues/3098 (the build ran CUDA 8.0's nvcc;
+# "When I used CUDA 10.1, the problem was solved")
+DETECTRON2_3098 = """\
+    nvcc fatal   : Value 'c++14' is not defined for option 'std'
+    [5/6] /usr/local/cuda-8.0-cudnn6/bin/nvcc -DWITH_CUDA […]
+"""
+
+
+def test_the_toolkit_folder_of_the_nvcc_a_build_ran_gives_its_version(real):
+    report = parse_report(DETECTRON2_3098)
+    assert report.snapshot.nvcc == "8.0"
+    assert report.snapshot.errors.get("ext_build")  # an "nvcc fatal :" line: a failed build
+    assert any(n.fact == "torch_cuda" for n in _judge(real, DETECTRON2_3098).needs)
+    assert not parse_report("/usr/local/cuda/bin/nvcc -c x.cu\n").snapshot.known("nvcc")

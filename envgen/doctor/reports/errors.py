@@ -83,8 +83,8 @@ that state no other fact:
   exit code 1", torch's "Error compiling objects for extension", "Error building extension
   'fused_adam'", the ninja run torch's cpp_extension starts: "Command '['ninja', '-v']' returned
   non-zero exit status 1", ninja's own "ninja: build stopped: subcommand failed", a traceback
-  through flash-attn's setup.py get_cuda_bare_metal_version, which runs nvcc -V): the paste
-  is from a build, so the nvcc-against-torch checks apply;
+  through flash-attn's setup.py get_cuda_bare_metal_version, which runs nvcc -V, any other
+  "nvcc fatal :" line): the paste is from a build, so the nvcc-against-torch checks apply;
 - ``sem_shm``: "OSError: [Errno 28] No space left on device" below a traceback through
   multiprocessing's SemLock (a named semaphore lives in /dev/shm);
 - ``container_cuda``: nvidia-container-cli's "requirement error: unsatisfied condition:
@@ -262,7 +262,7 @@ _EXT_BUILD = re.compile(r"error: command '[^']*nvcc(?:\.exe)?' failed with exit 
                         r"\d+|Error compiling objects for extension|Error building extension "
                         r"'[\w.-]+'|ninja: build stopped: subcommand failed|Command '\['ninja', "
                         r"'-v'(?:, '-j', '\d+')?\]' returned non-zero exit status|"
-                        r"in get_cuda_bare_metal_version\b", re.I)
+                        r"in get_cuda_bare_metal_version\b|\bnvcc fatal\s*:", re.I)
 # nvidia-container-cli (libnvidia-container src/cli/dsl.c): the image's NVIDIA_REQUIRE_CUDA
 # "cuda>=12.8" is more than the driver supports
 _CONTAINER_CUDA = re.compile(r"unsatisfied condition: cuda\s*>=\s*(\d+\.\d+)")

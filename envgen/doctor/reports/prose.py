@@ -18,6 +18,8 @@ Output, each fact with its line:
 - paths: ".../lib/python3.8/site-packages/" (or lib64), "….cpython-310-x86_64-linux-gnu.so",
   "torch_extensions/py39_cu117/" (torch's build directory: Python and torch.version.cuda),
   an environment's name "envs/py38-pt110/" (format "path"; a name is a label, ranked last);
+- the toolkit folder of an nvcc a line names ("/usr/local/cuda-11.2/bin/nvcc": nvcc 11.2,
+  format "path");
 - NVIDIA's CUDA image "nvidia/cuda:11.8.0-devel-ubuntu20.04": devel has the tag's nvcc, runtime
   and base have none (format "ngc_image": below what a build or a tool prints);
 - an NGC image "nvcr.io/nvidia/pytorch:23.09-py3": the torch, CUDA and Python that the table
@@ -117,6 +119,9 @@ _ENV = re.compile(r"[/\\]envs[/\\]([\w.-]+)[/\\]")
 # toolkit's libraries to base (NVIDIA's container images page)
 _CUDA_IMAGE = re.compile(r"(?<![\w.-])(?:nvidia/)?cuda:(\d{1,2}\.\d)(?:\.\d+)?-(?:cudnn\d*-)?"
                          r"(devel|runtime|base)\b", re.I)
+# the nvcc a build ran, by its toolkit's folder: "/usr/local/cuda-11.2/bin/nvcc",
+# "/usr/local/cuda-8.0-cudnn6/bin/nvcc", "/opt/…/cuda/11.7/bin/nvcc"
+_NVCC_PATH = re.compile(r"/cuda[-/_]?(\d{1,2}\.\d)(?:[-.][\w.-]*)?/bin/nvcc(?:\.exe)?\b", re.I)
 _NGC = re.compile(r"\bnvcr\.io/nvidia/pytorch:(\d{2}\.\d{2})-py3\b", re.I)
 _WINDOWS = re.compile(r"^[A-Z]:\\[^>]*>|\b[A-Z]:\\(?:Users|Windows|Program Files|ProgramData)\b|"
                       r"\bcl\.exe\b|\bLNK\d{4}\b|\bon Windows\b|\bwin_amd64\b|\w\.pyd\b|"
@@ -280,6 +285,10 @@ def _install(line: Line) -> list[Extracted]:
 def _paths(line: Line, images: Mapping[str, NgcImage]) -> list[Extracted]:
     text = line.text
     out: list[Extracted] = []
+    ran = _NVCC_PATH.search(text)
+    if ran:
+        out.append(fact(line, "nvcc", ran.group(1), "path",
+                        note="the toolkit folder of the nvcc the line names"))
     image = _CUDA_IMAGE.search(text)
     if image and image.group(2).lower() == "devel":
         out.append(fact(line, "nvcc", image.group(1), "ngc_image",
