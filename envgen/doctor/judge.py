@@ -134,6 +134,7 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
         rules_build,
         rules_cuda,
         rules_install,
+        rules_nccl,
         rules_release,
         rules_system,
     )
@@ -161,7 +162,8 @@ def judge(snapshot: Snapshot, facts: Facts, catalog: Catalog, *,
                      "check) were not applied",
                      "`envgen matrix update --write` (a newer release), or judge for a release "
                      "the matrix has")
-    for module in (rules_release, rules_cuda, rules_build, rules_system, rules_install):
+    for module in (rules_release, rules_cuda, rules_nccl, rules_build, rules_system,
+                   rules_install):
         for rule in module.RULES:
             rule(ctx)
     notes = coverage.check(ctx)

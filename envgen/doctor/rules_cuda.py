@@ -1,7 +1,7 @@
 """Rules about CUDA: the nvcc extension builds use against torch's CUDA (each framework
 release's own check, as the resolver reads it), CUDA_HOME against PATH, the driver's floor for
-torch's CUDA, the GPUs against the toolkit, torch's compiled archs and the ops' floors, and
-which NCCL torch loads."""
+torch's CUDA, the GPUs against the toolkit, torch's compiled archs and the ops' floors (which
+NCCL torch loads: rules_nccl.py)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,11 @@ import re
 import shlex
 
 from envgen.doctor.context import Context, known, major_minor, public
-from envgen.doctor.reports.errors import arch_of, container_cuda, driver_cuda, nccl_symbol_of
+from envgen.doctor.reports.errors import arch_of, container_cuda, driver_cuda
 from envgen.doctor.rules_release import _make
 from envgen.doctor.snapshot import UNKNOWN
 from envgen.resolve.checks import cc_of
 from envgen.versions import dotted_key
-
-_SO_VERSION = re.compile(r"libnccl\.so\.(\d+(?:\.\d+){1,2})")
 
 
 def _mm(v: str) -> str:
@@ -38,7 +36,7 @@ def _toolkit_fix(ctx: Context, cuda: str) -> tuple[str, str | None]:
     rule = toolchain.rule("venv", cuda) if toolchain else None
     if rule is not None and rule.requirements and rule.cuda_home:
         reqs = [r.format(cuda=cuda) for r in rule.requirements]
-        home = (f"$({shlex.quote(ctx.python)} -c \"import sysconfig; "
+        home = (f"$({ctx.shell_python} -c \"import sysconfig; "
                 f"print(sysconfig.get_paths()['purelib'])\")/{rule.cuda_home}")
         return (f"install CUDA {cuda}'s compiler and headers from PyPI and point CUDA_HOME at "
                 f"them ({rule.source.split(' ')[0]})",
@@ -109,7 +107,7 @@ def cuda_mismatch(ctx: Context) -> None:
     if not known(torch_cuda):
         if torch_cuda is UNKNOWN and building:
             ctx.need("torch_cuda", "the ops are compiled for torch's CUDA",
-                     f"`{ctx.python} -c \"import torch; print(torch.version.cuda)\"`")
+                     f"`{ctx.shell_python} -c \"import torch; print(torch.version.cuda)\"`")
             if nvcc is UNKNOWN:
                 ctx.need("nvcc", "the build compiles with the nvcc of CUDA_HOME (or PATH): "
                          "whether it is there, and its CUDA against torch's, decide the build",
@@ -285,7 +283,7 @@ def driver_too_old(ctx: Context) -> None:
     elif "cuda_unavailable" in errors and not known(torch_cuda):
         ctx.need("torch_cuda", "CUDA is not available: a CPU build of torch (torch.version.cuda "
                  "None) or a driver older than torch's CUDA needs are the usual causes",
-                 f"`{ctx.python} -c \"import torch; print(torch.__version__, "
+                 f"`{ctx.shell_python} -c \"import torch; print(torch.__version__, "
                  "torch.version.cuda)\"` and `nvidia-smi`")
 
 
@@ -438,7 +436,7 @@ def gpu_arch_from_error(ctx: Context) -> None:
                      "`nvidia-smi --query-gpu=name,compute_cap --format=csv`")
         if not known(ctx.s.torch_arch_list):
             ctx.need("torch_arch_list", "the archs torch was compiled for",
-                     f"`{ctx.python} -c \"import torch; print(torch.cuda.get_arch_list())\"`")
+                     f"`{ctx.shell_python} -c \"import torch; print(torch.cuda.get_arch_list())\"`")
         on = f" for {gpu[0]} ({gpu[1]})" if gpu else " for this GPU's architecture"
         ctx.finding("gpu_arch_unsupported",
                     f"the code that ran has no kernel compiled{on}: torch or an extension was "
@@ -488,133 +486,5 @@ def _nvcc_arch(ctx: Context, arch: str) -> None:
                 fix=fix, source=ctx.catalog.section("error_lines").get("nvcc_arch"))
 
 
-def nccl_mismatch(ctx: Context) -> None:
-    s = ctx.s
-    wheels = {}
-    names = set(ctx.catalog.section("nccl").get("wheels", ()))  # curated/doctor.toml [nccl]
-    if known(s.packages):
-        wheels = {n.lower(): v for n, v in s.packages.items() if n.lower() in names}
-    torch_cuda = _mm(s.torch_cuda) if known(s.torch_cuda) and s.torch_cuda else None
-    build = ctx.torch_build
-    if len(wheels) > 1:
-        keep = f"nvidia-nccl-cu{torch_cuda.split('.')[0]}" if torch_cuda else None
-        extra = sorted(w for w in wheels if w != keep)
-        pin = build.nccl if build is not None and build.nccl else wheels.get(keep or "")
-        command = None
-        if keep and keep in wheels:
-            command = ctx.pip("uninstall", "-y", *extra)
-            if pin:  # the wheels share nvidia/nccl/lib: removing one removes the other's copy
-                command += " && " + ctx.pip("install", "--force-reinstall", "--no-deps",
-                                            f"{keep}=={pin}")
-        listed = ", ".join(f"{k} {v}" for k, v in sorted(wheels.items()))
-        ctx.finding("nccl_mismatch",
-                    f"{len(wheels)} NCCL wheels are installed ({listed}); "
-                    + (f"torch {s.torch} needs one" if known(s.torch) else "torch needs one")
-                    + (f": {keep}" if keep else ""),
-                    evidence={"nccl_wheels": wheels, "torch_cuda": s.torch_cuda,
-                              "torch_nccl": s.torch_nccl, "torch_pins": pin},
-                    fix=(f"remove {', '.join(extra)} and reinstall {keep}"
-                         + (f"=={pin}" if pin else "") + " (torch's pin)") if keep else
-                        "keep only the NCCL wheel torch requires",
-                    command=command)
-    system = s.nccl_system if known(s.nccl_system) else None
-    torch_nccl = s.torch_nccl if known(s.torch_nccl) else None
-    env = s.env if known(s.env) else {}
-    if system and torch_nccl:
-        m = _SO_VERSION.search(system)
-        if m and _mm(m.group(1)) != _mm(torch_nccl):
-            via = "LD_PRELOAD" if "nccl" in env.get("LD_PRELOAD", "") else "LD_LIBRARY_PATH"
-            command = "unset LD_PRELOAD" if via == "LD_PRELOAD" else None
-            if via == "LD_LIBRARY_PATH" and "LD_LIBRARY_PATH" in env:
-                folder = system.rsplit("/", 1)[0]
-                keep_dirs = [d for d in env["LD_LIBRARY_PATH"].split(":")
-                             if d and d.rstrip("/") != folder]
-                command = f"export LD_LIBRARY_PATH={shlex.quote(':'.join(keep_dirs))}"
-            ctx.finding("nccl_mismatch",
-                        f"{via} makes the loader take {system} (NCCL {m.group(1)}) before "
-                        f"torch's own NCCL {torch_nccl}",
-                        evidence={"nccl_system": system, "torch_nccl": torch_nccl,
-                                  via: env.get(via)},
-                        fix=f"take that NCCL out of {via} so torch loads the one it was built "
-                            "with",
-                        command=command)
-    line = (s.errors if known(s.errors) else {}).get("nccl_symbol")
-    if line and len(wheels) <= 1 and not any(f.kind == "nccl_mismatch" for f in ctx.findings):
-        _nccl_symbol(ctx, line, wheels, torch_cuda)
-    if build is not None and build.nccl and torch_nccl and _mm(build.nccl) != _mm(torch_nccl) \
-            and len(wheels) <= 1:
-        ctx.finding("nccl_mismatch",
-                    f"torch {s.torch} pins NCCL {build.nccl} but loads NCCL {torch_nccl}",
-                    evidence={"torch": s.torch, "torch_pins": build.nccl,
-                              "torch_nccl": torch_nccl},
-                    fix="reinstall the NCCL torch pins",
-                    command=ctx.pip("install", "--force-reinstall", "--no-deps",
-                                    f"nvidia-nccl-cu{torch_cuda.split('.')[0]}=={build.nccl}")
-                    if torch_cuda else None,
-                    severity="warning")
-
-
-def _nccl_symbol(ctx: Context, line: str, wheels: dict, torch_cuda: str | None) -> None:
-    """An undefined ``nccl…`` symbol: the libnccl.so.2 the loader took lacks a function the
-    library being loaded was built against. In torch's own library: not torch's NCCL (its pin
-    fixes it); in an extension's: an NCCL older than the one it was built against (torch's pin
-    may be that older one); with no library named: either, a warning."""
-    s, build = ctx.s, ctx.torch_build
-    library, symbol = nccl_symbol_of(line) or (None, "nccl…")
-    path = (library or "").replace("\\", "/")
-    ours = "/torch/lib/" in path or "/torch/_C" in path
-    wheel = f"nvidia-nccl-cu{torch_cuda.split('.')[0]}" if torch_cuda else None
-    pin = build.nccl if build is not None and build.nccl else None
-    evidence = {"error": line[:200], "library": library, "symbol": symbol,
-                "torch": s.torch if known(s.torch) else None, "torch_pins": pin,
-                "nccl_wheels": wheels or None}
-    source = ctx.catalog.section("error_lines").get("nccl_symbol")
-    if not wheels:
-        ctx.need("nccl wheels", "which NCCL wheels (and system libnccl) are installed says which "
-                 "libnccl.so.2 was loaded", "`pip list | grep -i nccl` (and `echo "
-                 "$LD_LIBRARY_PATH $LD_PRELOAD`)")
-    if ours:
-        ctx.finding("nccl_mismatch",
-                    f"torch's own library misses the NCCL symbol {symbol}: the libnccl.so.2 the "
-                    "loader took is not the NCCL torch was built with",
-                    evidence=evidence,
-                    fix="find the other NCCL: a second nvidia-nccl wheel (`pip list | grep -i "
-                        "nccl`), or a system libnccl on LD_LIBRARY_PATH / LD_PRELOAD; keep only "
-                        "the NCCL wheel torch pins"
-                        + (f" ({wheel}=={pin})" if wheel and pin else ""),
-                    command=ctx.pip("install", "--force-reinstall", "--no-deps",
-                                    f"{wheel}=={pin}") if wheel and pin else None,
-                    severity="error", source=source)
-        return
-    if library:
-        ctx.finding("nccl_mismatch",
-                    f"{library.rsplit('/', 1)[-1]} was built against an NCCL that has {symbol}; "
-                    "the libnccl.so.2 the loader took lacks it: an older NCCL (a later install "
-                    "that pinned one, e.g. torch's) or a second NCCL found first",
-                    evidence=evidence,
-                    fix="install the NCCL that extension was built against (its build or README "
-                        "says which; `pip list | grep -i nccl` shows the installed wheels): `pip "
-                        "install --no-deps --force-reinstall nvidia-nccl-cuXX==<that version>`, "
-                        "or rebuild the extension against the NCCL installed"
-                        + (f"; torch's pin ({wheel}=={pin}) may be the older one" if wheel and pin
-                           else ""),
-                    severity="error", source=source)
-        return
-    # which library asked is not said: a warning (the NCCL loaded is not the one it was built
-    # against, but whether a wheel, a system libnccl or the extension's own build is to blame
-    # the line does not tell)
-    ctx.finding("nccl_mismatch",
-                f"undefined symbol {symbol}: the libnccl.so.2 the loader took lacks an NCCL "
-                "function the library being loaded was built against (an older NCCL, or a "
-                "second NCCL wheel or a system libnccl found first); the line does not say "
-                "which library asked",
-                evidence=evidence,
-                fix="`pip list | grep -i nccl`: keep one NCCL wheel, the one torch pins"
-                    + (f" ({wheel}=={pin})" if wheel and pin else "")
-                    + " (or the newer one an extension was built against), and take any system "
-                    "libnccl out of LD_LIBRARY_PATH / LD_PRELOAD",
-                severity="warning", source=source)
-
-
 RULES = (cuda_mismatch, cuda_home_mismatch, driver_too_old, gpu_arch_unsupported,
-         gpu_arch_from_error, nccl_mismatch)
+         gpu_arch_from_error)
