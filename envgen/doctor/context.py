@@ -84,6 +84,11 @@ class Context:
         if not any(n.fact == fact for n in self.needs):
             self.needs.append(Need(fact=fact, why=why, how=how))
 
+    @property
+    def shell_python(self) -> str:
+        """The interpreter as printed commands name it: quoted for the shell."""
+        return shlex.quote(self.python)
+
     def pip(self, *args: str) -> str:
         return " ".join([shlex.quote(self.python), "-m", "pip", *map(shlex.quote, args)])
 

@@ -228,7 +228,7 @@ def _disputed(ctx: Context, out: list[Coverage]) -> None:
         if name in _HOW:
             ctx.need(name, f"the report states two values of it ({values[0]}; "
                            f"{'; '.join(values[1:])}): the one of the failing run decides",
-                     f"{_HOW[name].format(python=ctx.python)} in the failing environment")
+                     f"{_HOW[name].format(python=ctx.shell_python)} in the failing environment")
 
 
 def check(ctx: Context) -> tuple[Coverage, ...]:

@@ -188,7 +188,7 @@ def cxx_standard_from_flag(ctx: Context) -> None:
         if not known(ctx.s.torch):
             ctx.need("torch", f"an op is compiled with -std=c++{std}: torch's headers decide "
                      "whether that standard is enough",
-                     f"`{ctx.python} -c \"import torch; print(torch.__version__)\"`")
+                     f"`{ctx.shell_python} -c \"import torch; print(torch.__version__)\"`")
         return
     need = int(build.headers.cxx_std)
     if std >= need:
@@ -231,9 +231,9 @@ def _requirement_fix(ctx: Context, req) -> tuple[str, str | None]:
     install = req.install
     # a PyPI package installs into the environment itself (no root, the env's bin/ is on its
     # PATH); else the OS's package
-    command = install["pip"].format(python=shlex.quote(ctx.python)) if "pip" in install \
+    command = install["pip"].format(python=ctx.shell_python) if "pip" in install \
         else install.get(family or "")
-    shown = {k: v.format(python=shlex.quote(ctx.python)) for k, v in install.items()}
+    shown = {k: v.format(python=ctx.shell_python) for k, v in install.items()}
     others = "; ".join(f"{k}: `{v}`" for k, v in shown.items() if v != command)
     words = f"install {req.what}" + (f" ({others})" if others else "")
     return words, command

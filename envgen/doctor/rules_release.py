@@ -70,7 +70,8 @@ def pip_requires_python(ctx: Context) -> None:
     what, spec = name or "the package", skipped[newest]
     if not known(ctx.s.python):
         ctx.need("python", f"pip skipped {len(skipped)} release(s) of {what} for their "
-                 f"Requires-Python (the newest, {version}: {spec})", f"`{ctx.python} --version`")
+                 f"Requires-Python (the newest, {version}: {spec})",
+                 f"`{ctx.shell_python} --version`")
         return
     tag = major_minor(ctx.s.python)
     if any(spec_contains(rule, tag) for rule in skipped.values()):
@@ -94,7 +95,7 @@ def python_unsupported(ctx: Context) -> None:
     if not known(python):
         if ctx.frameworks:
             ctx.need("python", "releases state which Python versions they support",
-                     f"`{ctx.python} --version`")
+                     f"`{ctx.shell_python} --version`")
         elif "pip_no_match" in (ctx.s.errors or {}):
             build = ctx.torch_build
             ctx.need("python", "pip found no file of that release for this Python and "
@@ -102,7 +103,7 @@ def python_unsupported(ctx: Context) -> None:
                      + (f" (torch {build.version}: Python "
                         f"{', '.join(sorted(build.python, key=python_key))})"
                         if build is not None and build.python else ""),
-                     f"`{ctx.python} --version`")
+                     f"`{ctx.shell_python} --version`")
         return
     tag = major_minor(python)
     for framework in ctx.frameworks:
@@ -152,7 +153,7 @@ def windows_wheel(ctx: Context) -> None:
         listed = "; ".join(f"{r.version}: {', '.join(r.files.windows)}" for r in wheels)
         if not known(ctx.s.python):
             ctx.need("python", f"{framework} publishes Windows wheels for some Pythons only "
-                     f"({listed})", f"`{ctx.python} --version`")
+                     f"({listed})", f"`{ctx.shell_python} --version`")
             continue
         tag = major_minor(ctx.s.python)
         version = ctx.frameworks[framework]
@@ -195,7 +196,7 @@ def torch_unsupported_by_framework(ctx: Context) -> None:
                             severity="error")  # nothing imports without it
         else:
             ctx.need("torch", "the framework releases state which torch they support",
-                     f"`{ctx.python} -c \"import torch; print(torch.__version__, "
+                     f"`{ctx.shell_python} -c \"import torch; print(torch.__version__, "
                      "torch.version.cuda)\"`")
         return
     version = public(torch)
@@ -285,7 +286,7 @@ def import_name_missing(ctx: Context) -> None:
                         "set for the frameworks it knows")
         if torch is None:
             ctx.need("torch", f"which torch lacks {name} decides the release to install",
-                     f"`{ctx.python} -c \"import torch; print(torch.__version__)\"`")
+                     f"`{ctx.shell_python} -c \"import torch; print(torch.__version__)\"`")
         return
     packages = ctx.s.packages if known(ctx.s.packages) else {}
     version = packages.get(top.replace("_", "-").lower())

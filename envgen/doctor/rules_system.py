@@ -124,7 +124,7 @@ def torch_api_removed(ctx: Context) -> None:
     if not line and not known(torch):
         ctx.need("torch", f"the text names torch's THC headers, which torch {removed} removed: "
                  "the torch version decides whether the extension can build",
-                 f"`{ctx.python} -c \"import torch; print(torch.__version__)\"`")
+                 f"`{ctx.shell_python} -c \"import torch; print(torch.__version__)\"`")
         return
     ctx.finding("torch_api_removed",
                 (f"the extension includes torch's THC headers, which torch {removed} removed"

@@ -202,3 +202,14 @@ def test_the_toolkit_folder_of_the_nvcc_a_build_ran_gives_its_version(real):
     assert report.snapshot.errors.get("ext_build")  # an "nvcc fatal :" line: a failed build
     assert any(n.fact == "torch_cuda" for n in _judge(real, DETECTRON2_3098).needs)
     assert not parse_report("/usr/local/cuda/bin/nvcc -c x.cu\n").snapshot.known("nvcc")
+
+
+def test_the_interpreter_in_a_printed_command_is_quoted(shipped):
+    """--python may be a path with a space: every "how to get it" command quotes it."""
+    from envgen.doctor.judge import judge
+
+    facts, catalog = shipped
+    diagnosis = judge(parse_report(UNLEARNING_50).snapshot, facts, catalog, origin="report",
+                      python="/opt/my env/bin/python")
+    how = next(n.how for n in diagnosis.needs if n.fact == "torch_cuda")
+    assert how.startswith("`'/opt/my env/bin/python' -c ")
